@@ -1,0 +1,75 @@
+//! Model providers.
+//!
+//! This crate owns everything between keel and a model server: HTTP, SSE
+//! parsing, idle timeouts, cancellation, and one module per wire dialect, all
+//! normalised to one stream of [`ModelEvent`]s. It must not know about tools'
+//! implementations, sessions or approvals: it sees tool *specs* and message
+//! history, nothing more.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod chat_completions;
+mod error;
+pub mod sse;
+
+use std::pin::Pin;
+
+use futures::Stream;
+use keel_protocol::{Message, StopReason, ThinkingLevel, ToolSpec, Usage};
+use tokio_util::sync::CancellationToken;
+
+pub use error::{Error, ErrorKind, Result};
+
+/// Everything one model call needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// Model id as the server knows it.
+    pub model: String,
+    pub system_prompt: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub thinking_level: ThinkingLevel,
+    pub max_output_tokens: Option<u64>,
+}
+
+/// One normalised event of a streaming model response.
+///
+/// Text and thinking deltas append to the current block of their kind (a new
+/// block starts whenever the kind changes). Tool calls are keyed by `index`,
+/// the provider's index of the call within this response; their argument JSON
+/// arrives in pieces through [`ModelEvent::ToolCallDelta`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    /// The response began. `response_id` is the server's id for it, if any.
+    Start { response_id: Option<String> },
+    TextDelta(String),
+    ThinkingDelta {
+        delta: String,
+        /// Opaque signature / encrypted reasoning to replay on later turns.
+        signature: Option<String>,
+    },
+    ToolCallStart { index: u32, id: String, name: String },
+    ToolCallDelta { index: u32, delta: String },
+    /// Token usage (may arrive before `Finish`; the last one wins).
+    Usage(Usage),
+    /// The response completed normally.
+    Finish { stop_reason: StopReason },
+}
+
+/// The stream of one model call. It ends after `Finish` or with an error;
+/// a stream that ends without `Finish` is reported as
+/// [`ErrorKind::StreamCut`].
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent>> + Send>>;
+
+/// A model server speaking one wire dialect.
+#[async_trait::async_trait]
+pub trait Provider: Send + Sync {
+    /// Provider name as configured (for example `openai`, `ollama`).
+    fn name(&self) -> &str;
+    /// The wire dialect, for example `openai-completions`.
+    fn api(&self) -> &str;
+    /// Sends the request and returns the event stream once the server has
+    /// answered with a success status. Cancelling `cancel` ends the stream
+    /// promptly with [`ErrorKind::Cancelled`].
+    async fn stream(&self, request: ModelRequest, cancel: CancellationToken)
+    -> Result<ModelStream>;
+}

@@ -1,0 +1,204 @@
+//! Events a session emits, in the order a host sees them.
+//!
+//! Each prompt produces exactly one `agent_start` … `agent_end` run; inside it,
+//! each model call is a `turn_start` … `turn_end`; messages are announced with
+//! `message_start`, streamed with `message_update` (deltas only, never the
+//! whole message again) and closed with `message_end`; tool runs with
+//! `tool_execution_start/update/end`.
+//!
+//! Wire shape: `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ContentBlock, Message, ToolResult};
+
+/// A streaming change to the assistant message being produced.
+/// `contentIndex` is the index of the block in the assistant message's `content`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AssistantMessageEvent {
+    TextStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    TextDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    TextEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    ThinkingStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+    },
+    ThinkingDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    ThinkingEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        content: String,
+    },
+    #[serde(rename = "toolcall_start")]
+    ToolCallStart {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        id: String,
+        name: String,
+    },
+    #[serde(rename = "toolcall_delta")]
+    ToolCallDelta {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        delta: String,
+    },
+    #[serde(rename = "toolcall_end")]
+    ToolCallEnd {
+        #[serde(rename = "contentIndex")]
+        content_index: usize,
+        #[serde(rename = "toolCall")]
+        tool_call: ContentBlock,
+    },
+}
+
+/// Queue mode for steering and follow-up messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum QueueMode {
+    /// Deliver every queued message at once.
+    #[serde(rename = "all")]
+    All,
+    /// Deliver one queued message per delivery point.
+    #[default]
+    #[serde(rename = "one-at-a-time")]
+    OneAtATime,
+}
+
+/// What a steering message does to the tool calls still waiting in a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InterruptMode {
+    /// Pending steering skips the remaining tool calls of the turn.
+    #[default]
+    Immediate,
+    /// Steering waits for the turn's tool calls to finish.
+    Wait,
+}
+
+/// An event emitted by a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    AgentStart,
+    /// End of a run. `messages` are the messages the run added.
+    AgentEnd {
+        messages: Vec<Message>,
+    },
+    TurnStart,
+    TurnEnd {
+        message: Message,
+        #[serde(rename = "toolResults")]
+        tool_results: Vec<Message>,
+    },
+    MessageStart {
+        message: Message,
+    },
+    MessageUpdate {
+        #[serde(rename = "assistantMessageEvent")]
+        assistant_message_event: AssistantMessageEvent,
+    },
+    MessageEnd {
+        message: Message,
+    },
+    ToolExecutionStart {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+        args: Value,
+    },
+    ToolExecutionUpdate {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+        args: Value,
+        #[serde(rename = "partialResult")]
+        partial_result: ToolResult,
+    },
+    ToolExecutionEnd {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        #[serde(rename = "toolName")]
+        tool_name: String,
+        result: ToolResult,
+        #[serde(rename = "isError")]
+        is_error: bool,
+    },
+    /// The steering and follow-up queues changed.
+    QueueUpdate {
+        steering: Vec<String>,
+        #[serde(rename = "followUp")]
+        follow_up: Vec<String>,
+    },
+}
+
+impl AgentEvent {
+    /// The `type` tag of this event on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            AgentEvent::AgentStart => "agent_start",
+            AgentEvent::AgentEnd { .. } => "agent_end",
+            AgentEvent::TurnStart => "turn_start",
+            AgentEvent::TurnEnd { .. } => "turn_end",
+            AgentEvent::MessageStart { .. } => "message_start",
+            AgentEvent::MessageUpdate { .. } => "message_update",
+            AgentEvent::MessageEnd { .. } => "message_end",
+            AgentEvent::ToolExecutionStart { .. } => "tool_execution_start",
+            AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
+            AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+            AgentEvent::QueueUpdate { .. } => "queue_update",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn delta_event_is_small_and_tagged() {
+        let ev = AgentEvent::MessageUpdate {
+            assistant_message_event: AssistantMessageEvent::TextDelta {
+                content_index: 0,
+                delta: "Hel".into(),
+            },
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            v,
+            json!({"type":"message_update","assistantMessageEvent":
+                {"type":"text_delta","contentIndex":0,"delta":"Hel"}})
+        );
+        assert_eq!(ev.type_name(), v["type"]);
+    }
+
+    #[test]
+    fn toolcall_tags_match_pi() {
+        let ev = AssistantMessageEvent::ToolCallStart {
+            content_index: 1,
+            id: "c".into(),
+            name: "bash".into(),
+        };
+        assert_eq!(serde_json::to_value(&ev).unwrap()["type"], "toolcall_start");
+        let m: QueueMode = serde_json::from_str("\"one-at-a-time\"").unwrap();
+        assert_eq!(m, QueueMode::OneAtATime);
+    }
+}

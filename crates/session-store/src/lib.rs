@@ -1,0 +1,1 @@
+//! Session files (being written).

@@ -1,0 +1,72 @@
+//! Built-in tools and the `Tool` trait.
+//!
+//! This crate owns what a tool is (name, description, JSON Schema for its
+//! arguments, an async `execute`), the built-ins (`read`, `write`, `edit`,
+//! `bash`, `grep`, `find`, `ls`), path resolution against the workspace, and
+//! output truncation. Every file and process access goes through the
+//! [`FileSystem`] and [`ProcessRunner`] backends carried in the
+//! [`ToolContext`], so remote or sandboxed execution needs no change to tool
+//! logic. It must not know about approvals or any wire format.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod backend;
+mod builtins;
+mod error;
+mod path;
+pub mod truncate;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use keel_protocol::{ToolResult, ToolSpec};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use backend::{FileSystem, LocalFileSystem, LocalProcessRunner, ProcessRunner};
+pub use builtins::builtin_tools;
+pub use error::{Error, Result};
+
+/// Receives partial results while a tool runs (for example streamed shell output).
+pub type UpdateSink = Arc<dyn Fn(ToolResult) + Send + Sync>;
+
+/// What a tool run may touch.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The workspace root; relative paths resolve against it.
+    pub cwd: PathBuf,
+    pub fs: Arc<dyn FileSystem>,
+    pub process: Arc<dyn ProcessRunner>,
+    /// Cancelled on abort: the tool must stop promptly (killing any child).
+    pub cancel: CancellationToken,
+    /// Partial results go here.
+    pub updates: UpdateSink,
+    /// Where full outputs that were truncated are saved.
+    pub scratch_dir: PathBuf,
+}
+
+/// What a tool returns. `is_error` results are shown to the model as failures.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    pub result: ToolResult,
+    pub is_error: bool,
+}
+
+/// A tool the model can call.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments object.
+    fn parameters(&self) -> Value;
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name().to_owned(),
+            description: self.description().to_owned(),
+            parameters: self.parameters(),
+        }
+    }
+    /// Runs the tool. Bad arguments and failures the model should see are
+    /// returned as `Ok` with `is_error: true` or as `Err`, which the caller
+    /// turns into an error result with the error's message.
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput>;
+}
