@@ -1,1 +1,56 @@
-//! Session files (being written).
+//! Append-only, versioned JSONL session files for keel.
+//!
+//! This crate owns persistence of a session's history: the file format
+//! (`format`), the sessions directory with listing and id resolution
+//! (`store`), crash-tolerant loading and the entry tree (`load`), and the one
+//! writer task per open file (`writer`). It stores [`keel_protocol::Message`]s
+//! as they serialise; it must not know any wire protocol (RPC frames, app
+//! server) nor how the agent loop uses the history.
+//!
+//! Typical use:
+//!
+//! ```no_run
+//! # async fn demo(store: keel_session_store::SessionStore, cwd: &std::path::Path)
+//! # -> keel_session_store::Result<()> {
+//! use keel_session_store::{load, EntryBody};
+//! let path = store.resolve(cwd, "0198").await?;
+//! let session = load(&path).await?;
+//! let history = session.messages();
+//! let writer = session.into_writer().await?;
+//! writer.append(EntryBody::SessionInfo { name: Some("demo".into()) }).await?;
+//! writer.flush().await?;
+//! # let _ = history; Ok(()) }
+//! ```
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod error;
+mod format;
+mod load;
+mod store;
+mod writer;
+
+#[cfg(test)]
+mod testutil;
+
+pub use error::{Error, Result};
+pub use format::{Entry, EntryBody, FORMAT_VERSION, SessionHeader};
+pub use load::{LoadedSession, load};
+pub use store::{FIRST_MESSAGE_MAX_CHARS, SessionStore, SessionSummary};
+pub use writer::{SessionWriter, WRITER_CHANNEL_CAPACITY};
+
+use std::io;
+use std::path::Path;
+
+/// Runs blocking file work on tokio's blocking pool.
+pub(crate) async fn blocking<T, F>(path: &Path, work: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work).await.map_err(|e| {
+        Error::io(
+            path,
+            io::Error::other(format!("blocking file task failed: {e}")),
+        )
+    })?
+}

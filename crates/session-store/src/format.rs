@@ -1,0 +1,482 @@
+//! The on-disk session format: header and entry types, their JSON shapes, and
+//! parsing/serialising of single lines.
+//!
+//! This module owns what one line of a session file looks like. It must not
+//! know about files, tasks or directories (see `store`, `load` and `writer`),
+//! nor any wire protocol: messages are stored as [`keel_protocol::Message`]
+//! serialises them.
+//!
+//! # File format (version 1)
+//!
+//! A session file is append-only JSONL (one JSON object per line, `\n`
+//! terminated, UTF-8). Line 1 is the header:
+//!
+//! ```json
+//! {"type":"session","version":1,"id":"0198…(uuid v7)","timestamp":"2025-06-01T12:00:00.123Z","cwd":"/abs/workspace"}
+//! ```
+//!
+//! `parentSession` (a path or id of the session this one was forked from) is
+//! present only when set. Every following line is an entry:
+//!
+//! ```json
+//! {"type":"message","id":"1a2b3c4d","parentId":null,"timestamp":"2025-06-01T12:00:01.000Z","message":{"role":"user",…}}
+//! {"type":"model_change","id":"5e6f7a8b","parentId":"1a2b3c4d","timestamp":"…","provider":"openai","modelId":"gpt-4.1"}
+//! {"type":"thinking_level_change","id":"…","parentId":"…","timestamp":"…","thinkingLevel":"high"}
+//! {"type":"session_info","id":"…","parentId":"…","timestamp":"…","name":"refactor parser"}
+//! ```
+//!
+//! * `id` is 8 random lowercase hex digits, unique within the file.
+//! * `parentId` links entries into a tree (`null` for a root). The active
+//!   branch is the chain from the leaf back to a root; the leaf is the last
+//!   entry of the file (a writer may move it to branch before appending).
+//! * `timestamp` is RFC 3339 UTC with milliseconds.
+//! * Entries of an unknown `type` are skipped on load (forward compatibility);
+//!   their `id`/`parentId` still link the tree.
+//! * A crash can only cut the last line; readers ignore a malformed last line.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use keel_protocol::{Message, ThinkingLevel};
+use serde::{Deserialize, Serialize};
+
+/// The format version this crate writes (and the newest it reads).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The `type` of the header line.
+pub(crate) const HEADER_TYPE: &str = "session";
+
+/// Entry `type`s this version understands (plus the header's).
+const KNOWN_TYPES: [&str; 5] = [
+    HEADER_TYPE,
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "session_info",
+];
+
+/// Line 1 of a session file, serialised with `"type":"session"` (checked on
+/// deserialisation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename = "session",
+    rename_all = "camelCase",
+    try_from = "HeaderRepr"
+)]
+pub struct SessionHeader {
+    pub version: u32,
+    /// A UUID v7 (time-ordered).
+    pub id: String,
+    /// Creation time, RFC 3339 UTC with milliseconds.
+    pub timestamp: String,
+    /// Absolute workspace directory the session ran in.
+    pub cwd: String,
+    /// Path or id of the session this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+}
+
+/// What a header line deserialises through, so its `type` can be checked
+/// (serde does not check a struct's tag).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeaderRepr {
+    #[serde(rename = "type")]
+    kind: String,
+    version: u32,
+    id: String,
+    timestamp: String,
+    cwd: String,
+    #[serde(default)]
+    parent_session: Option<String>,
+}
+
+impl TryFrom<HeaderRepr> for SessionHeader {
+    type Error = String;
+
+    fn try_from(repr: HeaderRepr) -> Result<Self, String> {
+        if repr.kind != HEADER_TYPE {
+            return Err(format!(
+                "expected \"type\":\"{HEADER_TYPE}\", found \"{}\"",
+                repr.kind
+            ));
+        }
+        Ok(SessionHeader {
+            version: repr.version,
+            id: repr.id,
+            timestamp: repr.timestamp,
+            cwd: repr.cwd,
+            parent_session: repr.parent_session,
+        })
+    }
+}
+
+/// One entry line: common fields plus a `type`-tagged body.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// 8 lowercase hex digits, unique within the file.
+    pub id: String,
+    /// The entry this one follows; `None` for a root.
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    /// RFC 3339 UTC with milliseconds.
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub body: EntryBody,
+}
+
+/// What an entry records. Serialised flattened into the entry, tagged by
+/// `type` (`message`, `model_change`, `thinking_level_change`, `session_info`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "messages are by far the most common entry; boxing them would only add an allocation"
+)]
+pub enum EntryBody {
+    /// A conversation message (user, assistant or tool result).
+    Message { message: Message },
+    /// The model was switched.
+    ModelChange { provider: String, model_id: String },
+    /// The reasoning effort was changed.
+    ThinkingLevelChange { thinking_level: ThinkingLevel },
+    /// The session was (re)named; `null` clears the name.
+    SessionInfo {
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+impl EntryBody {
+    /// The `type` tag of this body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EntryBody::Message { .. } => "message",
+            EntryBody::ModelChange { .. } => "model_change",
+            EntryBody::ThinkingLevelChange { .. } => "thinking_level_change",
+            EntryBody::SessionInfo { .. } => "session_info",
+        }
+    }
+}
+
+/// Borrowed mirror of [`Entry`] that serialises with `type` first, so lines
+/// read naturally: `{"type":…,"id":…,"parentId":…,"timestamp":…,…}`.
+#[derive(Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+enum EntryRef<'a> {
+    Message {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        message: &'a Message,
+    },
+    ModelChange {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        provider: &'a str,
+        model_id: &'a str,
+    },
+    ThinkingLevelChange {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        thinking_level: ThinkingLevel,
+    },
+    SessionInfo {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        name: Option<&'a str>,
+    },
+}
+
+impl Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let id = self.id.as_str();
+        let parent_id = self.parent_id.as_deref();
+        let timestamp = self.timestamp.as_str();
+        let repr = match &self.body {
+            EntryBody::Message { message } => EntryRef::Message {
+                id,
+                parent_id,
+                timestamp,
+                message,
+            },
+            EntryBody::ModelChange { provider, model_id } => EntryRef::ModelChange {
+                id,
+                parent_id,
+                timestamp,
+                provider,
+                model_id,
+            },
+            EntryBody::ThinkingLevelChange { thinking_level } => EntryRef::ThinkingLevelChange {
+                id,
+                parent_id,
+                timestamp,
+                thinking_level: *thinking_level,
+            },
+            EntryBody::SessionInfo { name } => EntryRef::SessionInfo {
+                id,
+                parent_id,
+                timestamp,
+                name: name.as_deref(),
+            },
+        };
+        repr.serialize(serializer)
+    }
+}
+
+/// One parsed entry line.
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "short-lived; almost every line is an entry"
+)]
+pub(crate) enum ParsedLine {
+    Entry(Entry),
+    /// A well-formed line of a `type` this version does not know.
+    Unknown {
+        kind: String,
+        id: Option<String>,
+        parent_id: Option<String>,
+    },
+}
+
+/// The minimum read from a line that failed to parse as an [`Entry`], to tell
+/// an unknown entry type from a malformed line.
+#[derive(Deserialize)]
+struct Probe<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    id: serde_json::Value,
+    #[serde(default, rename = "parentId")]
+    parent_id: serde_json::Value,
+}
+
+/// Parses an entry line (without its line terminator). `Err` carries a
+/// human-readable reason.
+pub(crate) fn parse_entry_line(line: &[u8]) -> Result<ParsedLine, String> {
+    let err = match serde_json::from_slice::<Entry>(line) {
+        Ok(entry) => return Ok(ParsedLine::Entry(entry)),
+        Err(err) => err,
+    };
+    match serde_json::from_slice::<Probe>(line) {
+        Ok(probe) if !KNOWN_TYPES.contains(&probe.kind.as_ref()) => Ok(ParsedLine::Unknown {
+            kind: probe.kind.into_owned(),
+            id: probe.id.as_str().map(str::to_owned),
+            parent_id: probe.parent_id.as_str().map(str::to_owned),
+        }),
+        Ok(probe) if probe.kind == HEADER_TYPE => {
+            Err("a session header may only appear on line 1".to_owned())
+        }
+        _ => Err(err.to_string()),
+    }
+}
+
+/// Parses the header line (without its line terminator).
+pub(crate) fn parse_header_line(line: &[u8]) -> Result<SessionHeader, String> {
+    serde_json::from_slice::<SessionHeader>(line).map_err(|e| e.to_string())
+}
+
+/// Serialises `value` as one complete JSONL line (with the trailing `\n`).
+pub(crate) fn to_line<T: Serialize>(value: &T) -> serde_json::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// `timestamp` format of headers and entries: RFC 3339 UTC, milliseconds.
+pub(crate) fn rfc3339_ms(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The current time as [`rfc3339_ms`].
+pub(crate) fn now_rfc3339() -> String {
+    rfc3339_ms(Utc::now())
+}
+
+/// A fresh random entry id: 8 lowercase hex digits.
+pub(crate) fn random_entry_id() -> String {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    format!(
+        "{:02x}{:02x}{:02x}{:02x}",
+        bytes[0], bytes[1], bytes[2], bytes[3]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::{ContentBlock, UserMessage};
+    use serde_json::json;
+
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage {
+            content: vec![ContentBlock::text(text)],
+            timestamp: 7,
+        })
+    }
+
+    #[test]
+    fn header_shape_is_exact() {
+        let header = SessionHeader {
+            version: FORMAT_VERSION,
+            id: "0198a".into(),
+            timestamp: "2025-06-01T12:00:00.123Z".into(),
+            cwd: "/w".into(),
+            parent_session: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&header).unwrap(),
+            r#"{"type":"session","version":1,"id":"0198a","timestamp":"2025-06-01T12:00:00.123Z","cwd":"/w"}"#
+        );
+        let forked = SessionHeader {
+            parent_session: Some("abc".into()),
+            ..header.clone()
+        };
+        let line = serde_json::to_string(&forked).unwrap();
+        assert!(
+            line.ends_with(r#","cwd":"/w","parentSession":"abc"}"#),
+            "{line}"
+        );
+        assert_eq!(parse_header_line(line.as_bytes()).unwrap(), forked);
+    }
+
+    #[test]
+    fn header_requires_session_type() {
+        let bad = br#"{"type":"message","version":1,"id":"x","timestamp":"t","cwd":"/"}"#;
+        assert!(parse_header_line(bad).is_err());
+        assert!(parse_header_line(br#"{"version":1,"id":"x","timestamp":"t","cwd":"/"}"#).is_err());
+    }
+
+    #[test]
+    fn entry_shapes_put_type_first() {
+        let entry = Entry {
+            id: "0a1b2c3d".into(),
+            parent_id: None,
+            timestamp: "2025-06-01T12:00:00.123Z".into(),
+            body: EntryBody::Message {
+                message: user("hi"),
+            },
+        };
+        let line = serde_json::to_string(&entry).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"message","id":"0a1b2c3d","parentId":null,"timestamp":"2025-06-01T12:00:00.123Z","message":{"role":"user","content":[{"type":"text","text":"hi"}],"timestamp":7}}"#
+        );
+        let model = Entry {
+            id: "1".into(),
+            parent_id: Some("0a1b2c3d".into()),
+            timestamp: "t".into(),
+            body: EntryBody::ModelChange {
+                provider: "openai".into(),
+                model_id: "gpt".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&model).unwrap(),
+            json!({"type":"model_change","id":"1","parentId":"0a1b2c3d","timestamp":"t",
+                   "provider":"openai","modelId":"gpt"})
+        );
+        let level = Entry {
+            body: EntryBody::ThinkingLevelChange {
+                thinking_level: ThinkingLevel::High,
+            },
+            ..model.clone()
+        };
+        assert_eq!(
+            serde_json::to_value(&level).unwrap()["thinkingLevel"],
+            json!("high")
+        );
+        let info = Entry {
+            body: EntryBody::SessionInfo { name: None },
+            ..model.clone()
+        };
+        assert_eq!(serde_json::to_value(&info).unwrap()["name"], json!(null));
+    }
+
+    #[test]
+    fn every_entry_type_round_trips() {
+        let bodies = [
+            EntryBody::Message {
+                message: user("hello"),
+            },
+            EntryBody::ModelChange {
+                provider: "p".into(),
+                model_id: "m".into(),
+            },
+            EntryBody::ThinkingLevelChange {
+                thinking_level: ThinkingLevel::Xhigh,
+            },
+            EntryBody::SessionInfo {
+                name: Some("n".into()),
+            },
+            EntryBody::SessionInfo { name: None },
+        ];
+        for body in bodies {
+            let entry = Entry {
+                id: random_entry_id(),
+                parent_id: Some("00000000".into()),
+                timestamp: now_rfc3339(),
+                body,
+            };
+            let line = to_line(&entry).unwrap();
+            assert_eq!(line.last(), Some(&b'\n'));
+            let parsed = parse_entry_line(&line[..line.len() - 1]).unwrap();
+            let ParsedLine::Entry(parsed) = parsed else {
+                panic!("not an entry: {parsed:?}")
+            };
+            assert_eq!(parsed, entry);
+        }
+    }
+
+    #[test]
+    fn unknown_types_are_told_from_malformed_lines() {
+        let unknown = br#"{"type":"compaction","id":"aa","parentId":"bb","summary":"x"}"#;
+        match parse_entry_line(unknown).unwrap() {
+            ParsedLine::Unknown {
+                kind,
+                id,
+                parent_id,
+            } => {
+                assert_eq!(kind, "compaction");
+                assert_eq!(id.as_deref(), Some("aa"));
+                assert_eq!(parent_id.as_deref(), Some("bb"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Known type with a bad shape, broken JSON, no type, a second header.
+        assert!(parse_entry_line(br#"{"type":"message","id":"a","timestamp":"t"}"#).is_err());
+        assert!(parse_entry_line(br#"{"type":"message","id":"#).is_err());
+        assert!(parse_entry_line(br#"{"id":"a"}"#).is_err());
+        assert!(parse_entry_line(br#"[1,2]"#).is_err());
+        let header = br#"{"type":"session","version":1,"id":"x","timestamp":"t","cwd":"/"}"#;
+        assert!(parse_entry_line(header).is_err());
+    }
+
+    #[test]
+    fn ids_and_timestamps_have_the_documented_shape() {
+        let id = random_entry_id();
+        assert_eq!(id.len(), 8);
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        let at = DateTime::parse_from_rfc3339("2025-06-01T12:00:00.5+02:00")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(rfc3339_ms(at), "2025-06-01T10:00:00.500Z");
+    }
+}

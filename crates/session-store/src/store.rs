@@ -1,0 +1,654 @@
+//! The session directory: where files live, creating them, listing a
+//! workspace's sessions and resolving a user's "id or path".
+//!
+//! This module owns [`SessionStore`] and [`SessionSummary`]. Layout:
+//! `<root>/--<workspace slug>--/<YYYY-MM-DDTHH-MM-SS-mmmZ>_<session id>.jsonl`,
+//! where `root` is `KEEL_HOME/sessions`. It must not know how entries are
+//! turned into a conversation (`load`), how the writer batches (`writer`), or
+//! any wire protocol.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use chrono::Utc;
+use keel_protocol::{ContentBlock, Message};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms, to_line,
+};
+use crate::load::{is_blank, read_header, trim_line_end};
+use crate::writer::{self, SessionWriter};
+
+/// File name extension of session files.
+const EXTENSION: &str = "jsonl";
+
+/// `first_message` is cut to this many characters (plus `…`).
+pub const FIRST_MESSAGE_MAX_CHARS: usize = 100;
+
+/// Slugs longer than this (in bytes) are shortened and suffixed with a hash,
+/// keeping directory names well under the usual 255-byte limit.
+const MAX_SLUG_BYTES: usize = 160;
+
+/// The sessions directory (`KEEL_HOME/sessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStore {
+    root: PathBuf,
+}
+
+/// What a session list shows about one file, read without loading it whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub path: PathBuf,
+    pub cwd: String,
+    /// The header's timestamp (RFC 3339).
+    pub created: String,
+    /// Last modification time of the file.
+    pub modified: SystemTime,
+    /// Message entries in the file, all branches counted.
+    pub message_count: usize,
+    /// Text of the first user message (whitespace collapsed, truncated to
+    /// [`FIRST_MESSAGE_MAX_CHARS`]).
+    pub first_message: Option<String>,
+    /// The name of the last `session_info` entry in the file.
+    pub name: Option<String>,
+}
+
+impl SessionStore {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<root>/--<slug>--`, where the slug is `cwd` without its leading
+    /// separator and with `/`, `\` and `:` replaced by `-` (pi's scheme), e.g.
+    /// `/home/me/proj` → `--home-me-proj--`. Control characters become `_`;
+    /// very long paths are shortened and suffixed with a hash.
+    pub fn workspace_dir(&self, cwd: &Path) -> PathBuf {
+        self.root.join(workspace_slug(cwd))
+    }
+
+    /// Creates `<workspace_dir>/<YYYY-MM-DDTHH-MM-SS-mmmZ>_<id>.jsonl` with a
+    /// new UUID v7 id; the header is written and synced before this returns.
+    pub async fn create(
+        &self,
+        cwd: &Path,
+        parent_session: Option<String>,
+    ) -> Result<SessionWriter> {
+        let now = Utc::now();
+        let header = SessionHeader {
+            version: FORMAT_VERSION,
+            id: uuid::Uuid::now_v7().to_string(),
+            timestamp: rfc3339_ms(now),
+            cwd: cwd.to_string_lossy().into_owned(),
+            parent_session,
+        };
+        let dir = self.workspace_dir(cwd);
+        let name = format!(
+            "{}_{}.{EXTENSION}",
+            now.format("%Y-%m-%dT%H-%M-%S-%3fZ"),
+            header.id
+        );
+        let path = dir.join(name);
+        let line = to_line(&header)?;
+        let file = {
+            let path = path.clone();
+            crate::blocking(&dir.clone(), move || create_file(&dir, &path, &line)).await?
+        };
+        Ok(writer::spawn(file, path, header.id, None, HashSet::new()))
+    }
+
+    /// The sessions of one workspace, newest (by last modification) first.
+    /// Files that cannot be read as sessions are skipped with a warning.
+    pub async fn list(&self, cwd: &Path) -> Result<Vec<SessionSummary>> {
+        let dir = self.workspace_dir(cwd);
+        crate::blocking(&dir.clone(), move || {
+            let mut out = Vec::new();
+            for (path, modified) in session_files(&dir)? {
+                if let Some(summary) = summarize_or_warn(&path, modified) {
+                    out.push(summary);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The most recently modified session of one workspace.
+    pub async fn latest(&self, cwd: &Path) -> Result<Option<SessionSummary>> {
+        let dir = self.workspace_dir(cwd);
+        crate::blocking(&dir.clone(), move || {
+            Ok(session_files(&dir)?
+                .into_iter()
+                .find_map(|(path, modified)| summarize_or_warn(&path, modified)))
+        })
+        .await
+    }
+
+    /// Resolves what a user typed: an existing file path (absolute, or
+    /// relative to `cwd` or to the process directory), else a session id or
+    /// unique id prefix, searched in this workspace first, then in all
+    /// workspaces. An exact id beats prefix matches.
+    pub async fn resolve(&self, cwd: &Path, id_or_path: &str) -> Result<PathBuf> {
+        let root = self.root.clone();
+        let workspace = self.workspace_dir(cwd);
+        let cwd = cwd.to_path_buf();
+        let query = id_or_path.trim().to_owned();
+        crate::blocking(&self.root, move || {
+            resolve_blocking(&root, &workspace, &cwd, &query)
+        })
+        .await
+    }
+}
+
+/// The directory name of a workspace; see [`SessionStore::workspace_dir`].
+fn workspace_slug(cwd: &Path) -> String {
+    let full = cwd.to_string_lossy();
+    let trimmed = full.strip_prefix(['/', '\\']).unwrap_or(&full);
+    let mut slug: String = trimmed
+        .chars()
+        .map(|c| match c {
+            '/' | '\\' | ':' => '-',
+            c if c.is_control() => '_',
+            c => c,
+        })
+        .collect();
+    if slug.len() > MAX_SLUG_BYTES {
+        let mut cut = MAX_SLUG_BYTES - 17;
+        while !slug.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        slug.truncate(cut);
+        slug.push_str(&format!("-{:016x}", fnv1a64(full.as_bytes())));
+    }
+    format!("--{slug}--")
+}
+
+/// FNV-1a, 64-bit: a hash that is stable across builds and platforms.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn create_file(dir: &Path, path: &Path, header_line: &[u8]) -> Result<File> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut options = OpenOptions::new();
+    options.append(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Sessions may hold secrets pasted into prompts or tool output.
+        options.mode(0o600);
+    }
+    let io = |e| Error::io(path, e);
+    let mut file = options.open(path).map_err(io)?;
+    file.write_all(header_line).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    // Make the new directory entry durable too.
+    #[cfg(unix)]
+    if let Err(err) = File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(dir = %dir.display(), error = %err, "cannot sync the session directory");
+    }
+    Ok(file)
+}
+
+/// The session files of a directory with their modification times, newest
+/// first (ties: later file name first). A missing directory has none.
+fn session_files(dir: &Path) -> Result<Vec<(PathBuf, SystemTime)>> {
+    let read = match fs::read_dir(dir) {
+        Ok(read) => read,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(Error::io(dir, err)),
+    };
+    let mut files = Vec::new();
+    for item in read {
+        let item = item.map_err(|e| Error::io(dir, e))?;
+        let path = item.path();
+        if path.extension().is_none_or(|ext| ext != EXTENSION) {
+            continue;
+        }
+        let Ok(meta) = fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_file() {
+            files.push((path, meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+        }
+    }
+    files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    Ok(files)
+}
+
+fn summarize_or_warn(path: &Path, modified: SystemTime) -> Option<SessionSummary> {
+    match summarize(path, modified) {
+        Ok(summary) => Some(summary),
+        Err(err) => {
+            tracing::warn!(path = %path.display(), error = %err, "skipping unreadable session file");
+            None
+        }
+    }
+}
+
+/// The fields of a line a summary needs; everything else is skipped unparsed.
+#[derive(Deserialize)]
+struct SummaryProbe<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    message: Option<RoleProbe<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RoleProbe<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+}
+
+/// Reads a summary by streaming the file; malformed lines are ignored.
+fn summarize(path: &Path, modified: SystemTime) -> Result<SessionSummary> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    let (header, _) = read_header(path, &mut reader, &mut buf)?;
+    let mut summary = SessionSummary {
+        id: header.id,
+        path: path.to_path_buf(),
+        cwd: header.cwd,
+        created: header.timestamp,
+        modified,
+        message_count: 0,
+        first_message: None,
+        name: None,
+    };
+    loop {
+        buf.clear();
+        if reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| Error::io(path, e))?
+            == 0
+        {
+            break;
+        }
+        let line = trim_line_end(&buf);
+        if is_blank(line) {
+            continue;
+        }
+        let Ok(probe) = serde_json::from_slice::<SummaryProbe>(line) else {
+            continue;
+        };
+        match probe.kind.as_ref() {
+            "message" => {
+                summary.message_count += 1;
+                let is_user = probe.message.is_some_and(|m| m.role == "user");
+                if is_user && summary.first_message.is_none() {
+                    summary.first_message = first_user_text(line);
+                }
+            }
+            "session_info" => summary.name = probe.name,
+            _ => {}
+        }
+    }
+    Ok(summary)
+}
+
+/// The display text of a user message line, if it has any text.
+fn first_user_text(line: &[u8]) -> Option<String> {
+    let Ok(ParsedLine::Entry(entry)) = parse_entry_line(line) else {
+        return None;
+    };
+    let EntryBody::Message {
+        message: Message::User(user),
+    } = entry.body
+    else {
+        return None;
+    };
+    let mut words = Vec::new();
+    for block in &user.content {
+        if let ContentBlock::Text { text } = block {
+            words.extend(text.split_whitespace());
+        }
+    }
+    if words.is_empty() {
+        return None;
+    }
+    let text = words.join(" ");
+    match text.char_indices().nth(FIRST_MESSAGE_MAX_CHARS) {
+        Some((cut, _)) => Some(format!("{}…", &text[..cut])),
+        None => Some(text),
+    }
+}
+
+fn resolve_blocking(root: &Path, workspace: &Path, cwd: &Path, query: &str) -> Result<PathBuf> {
+    let not_found = || Error::NotFound {
+        query: query.to_owned(),
+    };
+    if query.is_empty() {
+        return Err(not_found());
+    }
+    let as_path = Path::new(query);
+    let mut candidates = vec![cwd.join(as_path)];
+    if as_path.is_relative() {
+        candidates.push(as_path.to_path_buf());
+    }
+    for candidate in candidates {
+        if candidate.is_file() {
+            return Ok(std::path::absolute(&candidate).unwrap_or(candidate));
+        }
+    }
+    let looks_like_path = query.contains(['/', '\\']) || query.ends_with(&format!(".{EXTENSION}"));
+    if looks_like_path {
+        return Err(not_found());
+    }
+    let query_id = query.to_ascii_lowercase();
+    if let Some(path) = find_by_id(
+        std::slice::from_ref(&workspace.to_path_buf()),
+        &query_id,
+        query,
+    )? {
+        return Ok(path);
+    }
+    let mut others = Vec::new();
+    match fs::read_dir(root) {
+        Ok(read) => {
+            for item in read {
+                let path = item.map_err(|e| Error::io(root, e))?.path();
+                if path.is_dir() && path != workspace {
+                    others.push(path);
+                }
+            }
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => return Err(Error::io(root, err)),
+    }
+    others.sort();
+    find_by_id(&others, &query_id, query)?.ok_or_else(not_found)
+}
+
+/// The session id in a file name `<timestamp>_<id>.jsonl`.
+fn id_from_file_name(path: &Path) -> Option<&str> {
+    if path.extension()? != EXTENSION {
+        return None;
+    }
+    let stem = path.file_stem()?.to_str()?;
+    Some(stem.split_once('_').map_or(stem, |(_, id)| id))
+}
+
+/// Looks `query_id` up among the session files of `dirs`: the one exact id
+/// match, else the one prefix match; several → [`Error::Ambiguous`].
+fn find_by_id(dirs: &[PathBuf], query_id: &str, query: &str) -> Result<Option<PathBuf>> {
+    let mut exact = Vec::new();
+    let mut prefixed = Vec::new();
+    for dir in dirs {
+        for (path, _) in session_files(dir)? {
+            let Some(id) = id_from_file_name(&path).map(str::to_ascii_lowercase) else {
+                continue;
+            };
+            if id == query_id {
+                exact.push((id, path));
+            } else if id.starts_with(query_id) {
+                prefixed.push((id, path));
+            }
+        }
+    }
+    let matches = if exact.is_empty() { prefixed } else { exact };
+    match matches.len() {
+        0 => Ok(None),
+        1 => Ok(matches.into_iter().next().map(|(_, path)| path)),
+        _ => {
+            let mut candidates: Vec<String> = matches
+                .into_iter()
+                .map(|(id, path)| format!("{id} ({})", path.display()))
+                .collect();
+            candidates.sort();
+            Err(Error::Ambiguous {
+                query: query.to_owned(),
+                candidates,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assistant, msg, temp_store, user, within};
+    use std::time::Duration;
+
+    /// A minimal session file named like `create` names them.
+    fn fake_session(dir: &Path, id: &str) -> PathBuf {
+        fs::create_dir_all(dir).unwrap();
+        let path = dir.join(format!("2025-01-01T00-00-00-000Z_{id}.jsonl"));
+        let header = format!(
+            r#"{{"type":"session","version":1,"id":"{id}","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w"}}"#
+        );
+        fs::write(&path, header + "\n").unwrap();
+        path
+    }
+
+    fn set_mtime(path: &Path, secs: u64) {
+        let file = File::options().append(true).open(path).unwrap();
+        file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+            .unwrap();
+    }
+
+    #[test]
+    fn workspace_slug_follows_pi() {
+        let store = SessionStore::new("/keel/sessions");
+        assert_eq!(
+            store.workspace_dir(Path::new("/home/me/proj")),
+            Path::new("/keel/sessions/--home-me-proj--")
+        );
+        assert_eq!(
+            workspace_slug(Path::new("C:\\Users\\me")),
+            "--C--Users-me--"
+        );
+        assert_eq!(workspace_slug(Path::new("/a/b\nc")), "--a-b_c--");
+        assert_eq!(workspace_slug(Path::new("/")), "----");
+
+        let long_a = format!("/{}/a", "x".repeat(300));
+        let long_b = format!("/{}/b", "x".repeat(300));
+        let (a, b) = (
+            workspace_slug(Path::new(&long_a)),
+            workspace_slug(Path::new(&long_b)),
+        );
+        assert!(a.len() <= MAX_SLUG_BYTES + 4, "{}", a.len());
+        assert_ne!(a, b);
+        assert_eq!(a, workspace_slug(Path::new(&long_a)));
+        let wide = format!("/{}", "é".repeat(200));
+        assert!(workspace_slug(Path::new(&wide)).len() <= MAX_SLUG_BYTES + 4);
+    }
+
+    #[tokio::test]
+    async fn create_writes_a_synced_header_in_the_workspace_dir() {
+        let (_dir, store, cwd) = temp_store();
+        let writer = within(store.create(&cwd, Some("/old/session.jsonl".into())))
+            .await
+            .unwrap();
+        let path = writer.path();
+        assert_eq!(path.parent().unwrap(), store.workspace_dir(&cwd));
+        let name = path.file_name().unwrap().to_str().unwrap();
+        // <YYYY-MM-DDTHH-MM-SS-mmmZ>_<uuid>.jsonl
+        let (stamp, rest) = name.split_once('_').unwrap();
+        assert_eq!(stamp.len(), "2025-01-01T00-00-00-000Z".len());
+        assert!(stamp.ends_with('Z') && !stamp.contains(':'), "{stamp}");
+        assert_eq!(rest, format!("{}.jsonl", writer.id()));
+        let id = uuid::Uuid::parse_str(writer.id()).unwrap();
+        assert_eq!(id.get_version_num(), 7);
+
+        let text = fs::read_to_string(path).unwrap();
+        let line = text.strip_suffix('\n').unwrap();
+        let header: serde_json::Value = serde_json::from_str(line).unwrap();
+        let timestamp = header["timestamp"].as_str().unwrap();
+        assert_eq!(
+            line,
+            format!(
+                r#"{{"type":"session","version":1,"id":"{}","timestamp":"{timestamp}","cwd":"{}","parentSession":"/old/session.jsonl"}}"#,
+                writer.id(),
+                cwd.display()
+            )
+        );
+        // RFC 3339 UTC with milliseconds, and the file name carries the same instant.
+        assert_eq!(timestamp.len(), "2025-01-01T00:00:00.000Z".len());
+        assert!(timestamp.ends_with('Z'));
+        assert_eq!(timestamp.replace([':', '.'], "-"), stamp);
+        within(writer.close()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn list_and_latest_order_by_modification_and_summarise() {
+        let (_dir, store, cwd) = temp_store();
+        assert!(within(store.list(&cwd)).await.unwrap().is_empty());
+        assert_eq!(within(store.latest(&cwd)).await.unwrap(), None);
+
+        let mut writers = Vec::new();
+        for i in 0..3 {
+            let writer = within(store.create(&cwd, None)).await.unwrap();
+            within(writer.append(msg(user(&format!("question {i}\n  with   spaces")))))
+                .await
+                .unwrap();
+            within(writer.append(msg(assistant("answer"))))
+                .await
+                .unwrap();
+            within(writer.close()).await.unwrap();
+            writers.push(writer);
+        }
+        let named = &writers[1];
+        let writer = within(crate::load(named.path()).await.unwrap().into_writer())
+            .await
+            .unwrap();
+        within(writer.append(EntryBody::SessionInfo {
+            name: Some("old".into()),
+        }))
+        .await
+        .unwrap();
+        within(writer.append(EntryBody::SessionInfo {
+            name: Some("named".into()),
+        }))
+        .await
+        .unwrap();
+        within(writer.append(msg(user(&"long ".repeat(100)))))
+            .await
+            .unwrap();
+        within(writer.close()).await.unwrap();
+        // Modification order: 1 (newest), 0, 2.
+        set_mtime(writers[0].path(), 2_000);
+        set_mtime(writers[1].path(), 3_000);
+        set_mtime(writers[2].path(), 1_000);
+        // Not sessions: skipped (with a warning) or ignored.
+        let ws = store.workspace_dir(&cwd);
+        fs::write(ws.join("junk.jsonl"), "not json\n").unwrap();
+        fs::write(ws.join("notes.txt"), "hello").unwrap();
+
+        let list = within(store.list(&cwd)).await.unwrap();
+        let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, [writers[1].id(), writers[0].id(), writers[2].id()]);
+        let top = &list[0];
+        assert_eq!(top.path, writers[1].path());
+        assert_eq!(top.cwd, cwd.to_string_lossy());
+        assert_eq!(top.message_count, 3);
+        assert_eq!(top.name.as_deref(), Some("named"));
+        assert_eq!(top.first_message.as_deref(), Some("question 1 with spaces"));
+        assert_eq!(
+            top.modified,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(3_000)
+        );
+        assert_eq!(list[1].name, None);
+        assert!(top.created.ends_with('Z'));
+
+        let latest = within(store.latest(&cwd)).await.unwrap().unwrap();
+        assert_eq!(latest, list[0]);
+        let other = cwd.join("elsewhere");
+        assert!(within(store.list(&other)).await.unwrap().is_empty());
+    }
+
+    #[test]
+    fn first_message_is_collapsed_and_truncated() {
+        let entry = crate::Entry {
+            id: "aaaaaaaa".into(),
+            parent_id: None,
+            timestamp: "t".into(),
+            body: msg(user(&"é ".repeat(150))),
+        };
+        let line = serde_json::to_vec(&entry).unwrap();
+        let text = first_user_text(&line).unwrap();
+        assert_eq!(text.chars().count(), FIRST_MESSAGE_MAX_CHARS + 1);
+        assert!(text.ends_with('…'));
+        let empty = crate::Entry {
+            body: msg(user("  \n ")),
+            ..entry
+        };
+        assert_eq!(first_user_text(&serde_json::to_vec(&empty).unwrap()), None);
+    }
+
+    #[tokio::test]
+    async fn resolve_by_path_id_and_prefix() {
+        let (dir, store, cwd) = temp_store();
+        let ws = store.workspace_dir(&cwd);
+        let other_ws = store.workspace_dir(Path::new("/other/project"));
+        let one = fake_session(&ws, "0198aaaa-1111");
+        let two = fake_session(&ws, "0198aaab-2222");
+        let three = fake_session(&other_ws, "0198cccc-3333");
+        // Same prefix in another workspace: this workspace wins.
+        let _four = fake_session(&other_ws, "0198aaab-9999");
+
+        // Absolute path, and a path relative to `cwd`.
+        assert_eq!(
+            within(store.resolve(&cwd, one.to_str().unwrap()))
+                .await
+                .unwrap(),
+            one
+        );
+        fs::create_dir_all(&cwd).unwrap();
+        let local = cwd.join("local.jsonl");
+        fs::write(&local, "x").unwrap();
+        assert_eq!(
+            within(store.resolve(&cwd, "local.jsonl")).await.unwrap(),
+            local
+        );
+
+        // Exact id, unique prefix (case-insensitive), other workspaces.
+        assert_eq!(
+            within(store.resolve(&cwd, "0198aaaa-1111")).await.unwrap(),
+            one
+        );
+        assert_eq!(within(store.resolve(&cwd, "0198AAAA")).await.unwrap(), one);
+        assert_eq!(within(store.resolve(&cwd, "0198aaab")).await.unwrap(), two);
+        assert_eq!(within(store.resolve(&cwd, "0198cc")).await.unwrap(), three);
+
+        match within(store.resolve(&cwd, "0198aaa")).await {
+            Err(Error::Ambiguous { query, candidates }) => {
+                assert_eq!(query, "0198aaa");
+                assert_eq!(candidates.len(), 2);
+                assert!(candidates[0].starts_with("0198aaaa-1111"), "{candidates:?}");
+                assert!(candidates[1].starts_with("0198aaab-2222"), "{candidates:?}");
+            }
+            other => panic!("expected Ambiguous, got {other:?}"),
+        }
+        let err = within(store.resolve(&cwd, "0198aaa")).await.unwrap_err();
+        assert!(err.to_string().contains("ambiguous"), "{err}");
+
+        for query in ["ffff", "", "missing/file.jsonl", "nope.jsonl"] {
+            match within(store.resolve(&cwd, query)).await {
+                Err(Error::NotFound { .. }) => {}
+                other => panic!("{query:?}: expected NotFound, got {other:?}"),
+            }
+        }
+        // A store whose root does not exist yet finds nothing, cleanly.
+        let empty = SessionStore::new(dir.path().join("nothing"));
+        assert!(matches!(
+            within(empty.resolve(&cwd, "0198")).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+}
