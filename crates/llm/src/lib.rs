@@ -9,6 +9,7 @@
 
 pub mod chat_completions;
 mod error;
+mod http;
 pub mod sse;
 
 use std::pin::Pin;
@@ -17,7 +18,9 @@ use futures::Stream;
 use keel_protocol::{Message, StopReason, ThinkingLevel, ToolSpec, Usage};
 use tokio_util::sync::CancellationToken;
 
-pub use error::{Error, ErrorKind, Result};
+pub use chat_completions::{ChatCompletionsConfig, ChatCompletionsProvider};
+pub use error::{Error, ErrorKind, Result, classify_http, parse_retry_after};
+pub use http::build_client;
 
 /// Everything one model call needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,19 +43,30 @@ pub struct ModelRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
     /// The response began. `response_id` is the server's id for it, if any.
-    Start { response_id: Option<String> },
+    Start {
+        response_id: Option<String>,
+    },
     TextDelta(String),
     ThinkingDelta {
         delta: String,
         /// Opaque signature / encrypted reasoning to replay on later turns.
         signature: Option<String>,
     },
-    ToolCallStart { index: u32, id: String, name: String },
-    ToolCallDelta { index: u32, delta: String },
+    ToolCallStart {
+        index: u32,
+        id: String,
+        name: String,
+    },
+    ToolCallDelta {
+        index: u32,
+        delta: String,
+    },
     /// Token usage (may arrive before `Finish`; the last one wins).
     Usage(Usage),
     /// The response completed normally.
-    Finish { stop_reason: StopReason },
+    Finish {
+        stop_reason: StopReason,
+    },
 }
 
 /// The stream of one model call. It ends after `Finish` or with an error;
