@@ -1,1 +1,45 @@
-//! core (being written).
+//! The keel agent.
+//!
+//! This crate owns sessions and the turn loop: a [`Session`] handle takes
+//! [`Op`](keel_protocol::Op)s through `submit` and yields
+//! [`AgentEvent`](keel_protocol::AgentEvent)s through `next_event`. Inside, a
+//! run streams the assistant message from the model, runs its tool calls
+//! (each one passing the [`ApprovalGate`] first), appends results and loops
+//! until the model stops; steering and follow-up queues feed it; abort
+//! cancels the model stream and any running tool and leaves the history
+//! consistent.
+//!
+//! The loop does no I/O itself: it reaches the model ([`keel_llm::Provider`]),
+//! the tools ([`keel_tools::Tool`] over injected backends), the approval gate,
+//! the clock and the session log only through traits collected in
+//! [`SessionDeps`]. It must not know about stdout, JSON-RPC or JSONL framing.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod assemble;
+mod config;
+mod deps;
+mod error;
+pub mod prompt;
+mod queue;
+mod run;
+mod session;
+mod tool_exec;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{ModelInfo, ModelPricing, SessionConfig};
+pub use deps::{
+    AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, SessionLog, SystemClock,
+    ToolCallInfo,
+};
+pub use error::{Error, Result};
+pub use session::{Session, SessionDeps, SessionHandle, SessionSnapshot};
+
+/// Capacity of the op channel into a session task.
+pub const OP_CHANNEL_CAPACITY: usize = 64;
+/// Capacity of the event channel out of a session task. A slow consumer
+/// applies back-pressure to the turn loop rather than growing memory.
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+/// Capacity of the per-tool-run channel carrying partial results.
+pub const TOOL_UPDATE_CAPACITY: usize = 256;

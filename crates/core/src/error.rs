@@ -1,0 +1,17 @@
+//! Errors of the core crate.
+
+/// Errors returned by [`crate::Session`] methods.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A prompt was submitted while a run is in progress.
+    #[error("agent is already processing a prompt; use steer or follow_up, or abort first")]
+    Busy,
+    /// The session task has stopped.
+    #[error("session is closed")]
+    Closed,
+    /// The session log failed.
+    #[error("session log: {0}")]
+    Log(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,300 @@
+//! One run of the agent: from a prompt to `agent_end`.
+//!
+//! ```text
+//! agent_start
+//!   turn_start, pending user messages, assistant message (streamed),
+//!   tool calls (each gated, executed, answered), turn_end   ← repeated while
+//!   the model calls tools or steering messages are queued
+//!   follow-up messages start more turns when the agent would stop
+//! agent_end
+//! ```
+//!
+//! Durable state is written before it is announced: every message is appended
+//! to the session log before its `message_end`, and the log is flushed before
+//! `turn_end` and `agent_end`.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use keel_llm::{ErrorKind, ModelRequest};
+use keel_protocol::{
+    AgentEvent, AssistantMessage, ContentBlock, Message, StopReason, UserInput, UserMessage,
+};
+use keel_session_store::EntryBody;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::assemble::MessageBuilder;
+use crate::prompt::system_prompt;
+use crate::session::{SessionDeps, SharedState, lock};
+use crate::tool_exec::{ToolCallOutcome, execute_tool_calls};
+
+/// What a run needs; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct RunCtx {
+    pub shared: SharedState,
+    pub deps: Arc<SessionDeps>,
+    pub events: mpsc::Sender<AgentEvent>,
+}
+
+impl RunCtx {
+    /// Sends an event; a consumer that went away is not an error for the loop.
+    pub async fn emit(&self, event: AgentEvent) {
+        let _ = self.events.send(event).await;
+    }
+
+    /// Appends a message to the history and the session log, then announces
+    /// its end.
+    pub async fn commit_message(&self, message: Message) {
+        lock(&self.shared).messages.push(message.clone());
+        if let Err(e) = self
+            .deps
+            .log
+            .append(EntryBody::Message {
+                message: message.clone(),
+            })
+            .await
+        {
+            tracing::error!(error = %e, "appending to the session log failed");
+        }
+        self.emit(AgentEvent::MessageEnd { message }).await;
+    }
+
+    pub async fn flush_log(&self) {
+        if let Err(e) = self.deps.log.flush().await {
+            tracing::error!(error = %e, "flushing the session log failed");
+        }
+    }
+
+    fn user_message(&self, input: UserInput) -> Message {
+        let mut content = Vec::with_capacity(1 + input.images.len());
+        if !input.message.is_empty() || input.images.is_empty() {
+            content.push(ContentBlock::text(input.message));
+        }
+        content.extend(input.images.into_iter().map(ContentBlock::from));
+        Message::User(UserMessage {
+            content,
+            timestamp: self.deps.clock.now_ms(),
+        })
+    }
+}
+
+/// Runs the agent from `prompt` until it stops, fails or is aborted.
+pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: CancellationToken) {
+    ctx.emit(AgentEvent::AgentStart).await;
+    let start_len = lock(&ctx.shared).messages.len();
+    let mut pending = vec![ctx.user_message(prompt)];
+
+    'outer: loop {
+        loop {
+            ctx.emit(AgentEvent::TurnStart).await;
+            for message in pending.drain(..) {
+                ctx.emit(AgentEvent::MessageStart {
+                    message: message.clone(),
+                })
+                .await;
+                ctx.commit_message(message).await;
+            }
+
+            let assistant = stream_assistant(&ctx, &cancel).await;
+            let stop = assistant.stop_reason;
+            let calls: Vec<_> = assistant
+                .tool_calls()
+                .into_iter()
+                .map(|(id, name, args)| (id.to_owned(), name.to_owned(), args.clone()))
+                .collect();
+
+            let outcome = if calls.is_empty() {
+                ToolCallOutcome::default()
+            } else if matches!(stop, StopReason::Error | StopReason::Aborted) {
+                // The calls never ran: answer each so the history stays valid.
+                crate::tool_exec::answer_unrun(&ctx, &calls, stop).await
+            } else {
+                execute_tool_calls(&ctx, &calls, &assistant.invalid_args, &cancel).await
+            };
+
+            ctx.flush_log().await;
+            ctx.emit(AgentEvent::TurnEnd {
+                message: Message::Assistant(assistant.message),
+                tool_results: outcome.results,
+            })
+            .await;
+
+            if matches!(stop, StopReason::Error | StopReason::Aborted) || cancel.is_cancelled() {
+                break 'outer;
+            }
+            let steering = lock(&ctx.shared).queues.take_steering();
+            if !steering.is_empty() {
+                emit_queue_update(&ctx).await;
+                pending = steering.into_iter().map(|m| ctx.user_message(m)).collect();
+                continue;
+            }
+            if calls.is_empty() {
+                break;
+            }
+        }
+        let follow_up = lock(&ctx.shared).queues.take_follow_up();
+        if follow_up.is_empty() {
+            break;
+        }
+        emit_queue_update(&ctx).await;
+        pending = follow_up.into_iter().map(|m| ctx.user_message(m)).collect();
+    }
+
+    ctx.flush_log().await;
+    let messages = {
+        let mut shared = lock(&ctx.shared);
+        shared.running = false;
+        shared.messages[start_len.min(shared.messages.len())..].to_vec()
+    };
+    ctx.emit(AgentEvent::AgentEnd { messages }).await;
+}
+
+async fn emit_queue_update(ctx: &RunCtx) {
+    let (steering, follow_up) = lock(&ctx.shared).queues.snapshot();
+    ctx.emit(AgentEvent::QueueUpdate {
+        steering,
+        follow_up,
+    })
+    .await;
+}
+
+/// The finished assistant message and what was wrong with its tool calls.
+pub(crate) struct StreamedAssistant {
+    pub message: AssistantMessage,
+    pub stop_reason: StopReason,
+    pub invalid_args: std::collections::HashMap<String, String>,
+}
+
+impl StreamedAssistant {
+    fn tool_calls(&self) -> Vec<(&str, &str, &serde_json::Value)> {
+        self.message.tool_calls()
+    }
+}
+
+/// Streams one assistant message, announcing deltas, and commits it (also
+/// when it failed or was aborted).
+async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedAssistant {
+    let (request, model) = {
+        let s = lock(&ctx.shared);
+        let tools: Vec<_> = ctx.deps.tools.iter().map(|t| t.spec()).collect();
+        let system = s.config.system_prompt.clone().unwrap_or_else(|| {
+            system_prompt(
+                &s.config.cwd,
+                &ctx.deps.clock.today(),
+                &tools,
+                s.config.project_context.as_deref(),
+            )
+        });
+        (
+            ModelRequest {
+                model: s.config.model.id.clone(),
+                system_prompt: system,
+                messages: s.messages.clone(),
+                tools,
+                thinking_level: s.config.thinking_level,
+                max_output_tokens: s.config.model.max_output_tokens,
+            },
+            s.config.model.clone(),
+        )
+    };
+    let mut builder = MessageBuilder::new(AssistantMessage {
+        content: Vec::new(),
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        usage: Default::default(),
+        stop_reason: StopReason::Stop,
+        error_message: None,
+        error_kind: None,
+        timestamp: ctx.deps.clock.now_ms(),
+        response_id: None,
+    });
+    ctx.emit(AgentEvent::MessageStart {
+        message: Message::Assistant(builder.message.clone()),
+    })
+    .await;
+
+    let failure = consume_stream(ctx, &mut builder, request, cancel).await;
+    for delta in builder.close() {
+        ctx.emit(AgentEvent::MessageUpdate {
+            assistant_message_event: delta,
+        })
+        .await;
+    }
+    if let Some(failure) = failure {
+        match failure {
+            Failure::Aborted => {
+                builder.message.stop_reason = StopReason::Aborted;
+                builder.message.error_message = Some("Request was aborted".to_owned());
+            }
+            Failure::Model(e) => {
+                builder.message.stop_reason = StopReason::Error;
+                builder.message.error_kind = Some(e.kind.as_wire().to_owned());
+                builder.message.error_message = Some(e.to_string());
+            }
+        }
+    }
+    model.pricing.apply(&mut builder.message.usage);
+    let stop_reason = builder.message.stop_reason;
+    ctx.commit_message(Message::Assistant(builder.message.clone()))
+        .await;
+    StreamedAssistant {
+        message: builder.message,
+        stop_reason,
+        invalid_args: builder.invalid_args,
+    }
+}
+
+enum Failure {
+    Aborted,
+    Model(keel_llm::Error),
+}
+
+async fn consume_stream(
+    ctx: &RunCtx,
+    builder: &mut MessageBuilder,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+) -> Option<Failure> {
+    let opened = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Some(Failure::Aborted),
+        r = ctx.deps.provider.stream(request, cancel.clone()) => r,
+    };
+    let mut stream = match opened {
+        Ok(s) => s,
+        Err(e) if e.kind == ErrorKind::Cancelled => return Some(Failure::Aborted),
+        Err(e) => return Some(Failure::Model(e)),
+    };
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Some(Failure::Aborted),
+            item = stream.next() => item,
+        };
+        match item {
+            Some(Ok(event)) => {
+                for delta in builder.apply(event) {
+                    ctx.emit(AgentEvent::MessageUpdate {
+                        assistant_message_event: delta,
+                    })
+                    .await;
+                }
+                if builder.finished {
+                    return None;
+                }
+            }
+            Some(Err(e)) if e.kind == ErrorKind::Cancelled => return Some(Failure::Aborted),
+            Some(Err(e)) => return Some(Failure::Model(e)),
+            None => {
+                return Some(Failure::Model(keel_llm::Error {
+                    kind: ErrorKind::StreamCut,
+                    message: "the model stream ended before the response completed".to_owned(),
+                    status: None,
+                    retry_after: None,
+                }));
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! Runs the tool calls of one assistant message.
+//!
+//! Calls run one after another. Before each one the approval gate is asked;
+//! while a tool runs its partial results are forwarded as
+//! `tool_execution_update`. A queued steering message in `immediate`
+//! interrupt mode skips the remaining calls; an abort answers the current
+//! and remaining calls with an "aborted" result. Every call gets exactly one
+//! result message, so the history the model sees stays valid.
+
+use std::collections::HashMap;
+
+use keel_protocol::{
+    AgentEvent, ContentBlock, InterruptMode, Message, StopReason, ToolResult, ToolResultMessage,
+};
+use keel_tools::{ToolContext, UpdateSink};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::deps::{GateDecision, ToolCallInfo};
+use crate::run::RunCtx;
+use crate::session::lock;
+use crate::TOOL_UPDATE_CAPACITY;
+
+/// Text of the result given to a call that was cut short by an abort.
+pub const ABORTED_TEXT: &str = "Tool execution was aborted";
+/// Text of the result given to a call skipped for a steering message.
+pub const SKIPPED_TEXT: &str = "Skipped due to queued user message.";
+
+/// `(id, name, arguments)` of one call.
+pub(crate) type Call = (String, String, Value);
+
+#[derive(Default)]
+pub(crate) struct ToolCallOutcome {
+    pub results: Vec<Message>,
+}
+
+/// Executes `calls` in order.
+pub(crate) async fn execute_tool_calls(
+    ctx: &RunCtx,
+    calls: &[Call],
+    invalid_args: &HashMap<String, String>,
+    cancel: &CancellationToken,
+) -> ToolCallOutcome {
+    let mut outcome = ToolCallOutcome::default();
+    for (id, name, args) in calls {
+        ctx.emit(AgentEvent::ToolExecutionStart {
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+            args: args.clone(),
+        })
+        .await;
+        let (result, is_error) = if cancel.is_cancelled() {
+            (ToolResult::text(ABORTED_TEXT), true)
+        } else if steering_interrupts(ctx) {
+            (ToolResult::text(SKIPPED_TEXT), true)
+        } else if let Some(problem) = invalid_args.get(id) {
+            (
+                ToolResult::text(format!("Invalid arguments for tool {name}: {problem}")),
+                true,
+            )
+        } else {
+            run_one(ctx, id, name, args, cancel).await
+        };
+        outcome
+            .results
+            .push(finish_call(ctx, id, name, result, is_error).await);
+    }
+    outcome
+}
+
+/// Answers calls of a message that failed or was aborted while streaming.
+pub(crate) async fn answer_unrun(ctx: &RunCtx, calls: &[Call], stop: StopReason) -> ToolCallOutcome {
+    let text = match stop {
+        StopReason::Aborted => ABORTED_TEXT,
+        _ => "Tool call was not executed because the model response failed",
+    };
+    let mut outcome = ToolCallOutcome::default();
+    for (id, name, _) in calls {
+        outcome
+            .results
+            .push(commit_result(ctx, id, name, ToolResult::text(text), true).await);
+    }
+    outcome
+}
+
+fn steering_interrupts(ctx: &RunCtx) -> bool {
+    let s = lock(&ctx.shared);
+    s.config.interrupt_mode == InterruptMode::Immediate && s.queues.has_steering()
+}
+
+async fn run_one(
+    ctx: &RunCtx,
+    id: &str,
+    name: &str,
+    args: &Value,
+    cancel: &CancellationToken,
+) -> (ToolResult, bool) {
+    let Some(tool) = ctx.deps.tools.iter().find(|t| t.name() == name).cloned() else {
+        return (ToolResult::text(format!("Tool {name} not found")), true);
+    };
+    let (session_id, cwd, scratch_dir) = {
+        let s = lock(&ctx.shared);
+        (
+            s.config.session_id.clone(),
+            s.config.cwd.clone(),
+            s.config.scratch_dir.clone(),
+        )
+    };
+    let info = ToolCallInfo {
+        session_id,
+        call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        args: args.clone(),
+        cwd: cwd.clone(),
+    };
+    let decision = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return (ToolResult::text(ABORTED_TEXT), true),
+        d = ctx.deps.gate.check(&info) => d,
+    };
+    if let GateDecision::Deny { message } = decision {
+        return (ToolResult::text(message), true);
+    }
+
+    let (update_tx, mut update_rx) = mpsc::channel::<ToolResult>(TOOL_UPDATE_CAPACITY);
+    let updates: UpdateSink = std::sync::Arc::new(move |partial: ToolResult| {
+        // Partial results are advisory; when the consumer lags, drop one.
+        let _ = update_tx.try_send(partial);
+    });
+    let tool_cancel = cancel.child_token();
+    let tool_ctx = ToolContext {
+        cwd,
+        fs: ctx.deps.fs.clone(),
+        process: ctx.deps.process.clone(),
+        cancel: tool_cancel.clone(),
+        updates,
+        scratch_dir,
+    };
+    let exec = tool.execute(&tool_ctx, args.clone());
+    tokio::pin!(exec);
+    let result = loop {
+        tokio::select! {
+            r = &mut exec => break r,
+            Some(partial) = update_rx.recv() => {
+                ctx.emit(AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: id.to_owned(),
+                    tool_name: name.to_owned(),
+                    args: args.clone(),
+                    partial_result: partial,
+                })
+                .await;
+            }
+        }
+    };
+    // Partial results sent just before the tool returned still go out, in order.
+    while let Ok(partial) = update_rx.try_recv() {
+        ctx.emit(AgentEvent::ToolExecutionUpdate {
+            tool_call_id: id.to_owned(),
+            tool_name: name.to_owned(),
+            args: args.clone(),
+            partial_result: partial,
+        })
+        .await;
+    }
+    if cancel.is_cancelled() {
+        return (ToolResult::text(ABORTED_TEXT), true);
+    }
+    match result {
+        Ok(out) => (out.result, out.is_error),
+        Err(keel_tools::Error::Aborted) => (ToolResult::text(ABORTED_TEXT), true),
+        Err(e) => (ToolResult::text(e.to_string()), true),
+    }
+}
+
+/// Announces the end of an executed call and commits its result.
+async fn finish_call(
+    ctx: &RunCtx,
+    id: &str,
+    name: &str,
+    result: ToolResult,
+    is_error: bool,
+) -> Message {
+    ctx.emit(AgentEvent::ToolExecutionEnd {
+        tool_call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        result: result.clone(),
+        is_error,
+    })
+    .await;
+    commit_result(ctx, id, name, result, is_error).await
+}
+
+/// Commits the result message of a call (announced with message_start/end).
+async fn commit_result(
+    ctx: &RunCtx,
+    id: &str,
+    name: &str,
+    result: ToolResult,
+    is_error: bool,
+) -> Message {
+    let message = Message::ToolResult(ToolResultMessage {
+        tool_call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        content: if result.content.is_empty() {
+            vec![ContentBlock::text("(no output)")]
+        } else {
+            result.content
+        },
+        details: result.details,
+        is_error,
+        timestamp: ctx.deps.clock.now_ms(),
+    });
+    ctx.emit(AgentEvent::MessageStart {
+        message: message.clone(),
+    })
+    .await;
+    ctx.commit_message(message.clone()).await;
+    message
+}
