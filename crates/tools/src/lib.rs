@@ -22,9 +22,15 @@ use keel_protocol::{ToolResult, ToolSpec};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use backend::{FileSystem, LocalFileSystem, LocalProcessRunner, ProcessRunner};
-pub use builtins::builtin_tools;
+pub use backend::{
+    DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob, ProcessExit,
+    ProcessRequest, ProcessRunner, WalkEntry, WalkOptions, WalkResult,
+};
+pub use builtins::{
+    BashTool, EditTool, FindTool, GrepTool, LsTool, ReadTool, WriteTool, builtin_tools,
+};
 pub use error::{Error, Result};
+pub use path::{display_relative, normalize_path, resolve_path};
 
 /// Receives partial results while a tool runs (for example streamed shell output).
 pub type UpdateSink = Arc<dyn Fn(ToolResult) + Send + Sync>;
@@ -44,11 +50,83 @@ pub struct ToolContext {
     pub scratch_dir: PathBuf,
 }
 
+impl ToolContext {
+    /// A context over the local file system and processes, rooted at `cwd`,
+    /// with a no-op update sink and a scratch directory under the system
+    /// temp dir (created on first use).
+    pub fn local(cwd: impl Into<PathBuf>, cancel: CancellationToken) -> Self {
+        Self {
+            cwd: cwd.into(),
+            fs: Arc::new(LocalFileSystem),
+            process: Arc::new(LocalProcessRunner::default()),
+            cancel,
+            updates: noop_updates(),
+            scratch_dir: std::env::temp_dir().join(format!("keel-tools-{}", std::process::id())),
+        }
+    }
+
+    /// Replaces the update sink.
+    pub fn with_updates(mut self, updates: UpdateSink) -> Self {
+        self.updates = updates;
+        self
+    }
+
+    /// Replaces the scratch directory.
+    pub fn with_scratch_dir(mut self, scratch_dir: impl Into<PathBuf>) -> Self {
+        self.scratch_dir = scratch_dir.into();
+        self
+    }
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("scratch_dir", &self.scratch_dir)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An update sink that drops every update.
+pub fn noop_updates() -> UpdateSink {
+    Arc::new(|_| {})
+}
+
 /// What a tool returns. `is_error` results are shown to the model as failures.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolOutput {
     pub result: ToolResult,
     pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn success(result: ToolResult) -> Self {
+        Self {
+            result,
+            is_error: false,
+        }
+    }
+
+    /// A failed result the model should see.
+    pub fn error(result: ToolResult) -> Self {
+        Self {
+            result,
+            is_error: true,
+        }
+    }
+
+    /// The concatenated text blocks of the result.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.result.content {
+            if let keel_protocol::ContentBlock::Text { text } = block {
+                out.push_str(text);
+            }
+        }
+        out
+    }
 }
 
 /// A tool the model can call.
