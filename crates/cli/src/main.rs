@@ -1,1 +1,102 @@
-fn main() {}
+//! The `keel` binary: parses the command line, sets up logging and
+//! configuration, and runs the chosen mode. Stdout belongs to the agent's
+//! output (or a protocol); logs go to stderr or a file.
+
+mod config;
+mod exec;
+mod logging;
+mod render;
+mod sessions;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// keel — a headless coding agent.
+#[derive(Debug, Parser)]
+#[command(name = "keel", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by every mode.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// keel's home: config.toml, sessions/ (default ~/.keel).
+    #[arg(long, env = "KEEL_HOME", global = true)]
+    pub home: Option<PathBuf>,
+    /// Write logs to this file instead of stderr (filter with RUST_LOG).
+    #[arg(long, env = "KEEL_LOG_FILE", global = true)]
+    pub log_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the agent once on a prompt in the current directory.
+    Exec(exec::ExecArgs),
+    /// Inspect the configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// List and inspect saved sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: sessions::SessionsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (secrets masked).
+    Show(config::ModelArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _log_guard = match logging::init(cli.global.log_file.as_deref()) {
+        Ok(g) => g,
+        Err(e) => {
+            report_error(&e);
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(&anyhow::anyhow!("cannot start the async runtime: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Exec(args) => exec::run(&cli.global, args).await,
+            Command::Config {
+                command: ConfigCommand::Show(args),
+            } => config::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
+            Command::Sessions { command } => sessions::run(&cli.global, command).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            report_error(&e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One line on stderr: `keel: <reason>`.
+#[allow(clippy::print_stderr)]
+pub(crate) fn report_error(e: &anyhow::Error) {
+    let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    eprintln!("keel: {}", chain.join(": "));
+}

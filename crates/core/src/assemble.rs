@@ -237,7 +237,12 @@ mod tests {
 
     fn kinds(evs: &[AssistantMessageEvent]) -> Vec<String> {
         evs.iter()
-            .map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_owned())
+            .map(|e| {
+                serde_json::to_value(e).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
             .collect()
     }
 

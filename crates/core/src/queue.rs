@@ -78,7 +78,12 @@ mod tests {
     fn one_at_a_time_delivers_in_order() {
         let mut q = q(QueueMode::OneAtATime);
         let got: Vec<_> = (0..4)
-            .map(|_| q.take_steering().into_iter().map(|m| m.message).collect::<Vec<_>>())
+            .map(|_| {
+                q.take_steering()
+                    .into_iter()
+                    .map(|m| m.message)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         assert_eq!(got, vec![vec!["a"], vec!["b"], vec!["c"], vec![]]);
         assert_eq!(q.take_follow_up()[0].message, "a");
@@ -96,7 +101,7 @@ mod tests {
 
     #[test]
     fn snapshot_lists_texts() {
-        let mut q = q(QueueMode::All);
+        let q = q(QueueMode::All);
         let (s, f) = q.snapshot();
         assert_eq!(s, vec!["a", "b", "c"]);
         assert_eq!(f.len(), 3);

@@ -9,9 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_llm::Provider;
-use keel_protocol::{
-    AgentEvent, InterruptMode, Message, Op, QueueMode, ThinkingLevel, UserInput,
-};
+use keel_protocol::{AgentEvent, InterruptMode, Message, Op, QueueMode, ThinkingLevel, UserInput};
 use keel_tools::{FileSystem, ProcessRunner, Tool};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

@@ -80,9 +80,13 @@ fn model_error(kind: ErrorKind, message: &str) -> keel_llm::Error {
 
 fn text(t: &str) -> Script {
     Script::Events(vec![
-        ModelEvent::Start { response_id: Some("r1".into()) },
+        ModelEvent::Start {
+            response_id: Some("r1".into()),
+        },
         ModelEvent::TextDelta(t.into()),
-        ModelEvent::Finish { stop_reason: StopReason::Stop },
+        ModelEvent::Finish {
+            stop_reason: StopReason::Stop,
+        },
     ])
 }
 
@@ -99,7 +103,9 @@ fn calls(list: &[(&str, &str, Value)]) -> Script {
             delta: args.to_string(),
         });
     }
-    evs.push(ModelEvent::Finish { stop_reason: StopReason::ToolUse });
+    evs.push(ModelEvent::Finish {
+        stop_reason: StopReason::ToolUse,
+    });
     Script::Events(evs)
 }
 
@@ -162,7 +168,9 @@ struct DenyBash;
 impl ApprovalGate for DenyBash {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
         if call.tool_name == "bash" {
-            GateDecision::Deny { message: "denied by test gate".into() }
+            GateDecision::Deny {
+                message: "denied by test gate".into(),
+            }
         } else {
             GateDecision::Allow
         }
@@ -298,9 +306,13 @@ async fn text_answer_event_order_and_log() {
             "agent_end"
         ]
     );
-    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else { unreachable!() };
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
     assert_eq!(messages.len(), 2);
-    let Message::Assistant(a) = &messages[1] else { panic!() };
+    let Message::Assistant(a) = &messages[1] else {
+        panic!()
+    };
     assert_eq!(a.text(), "Hello!");
     assert_eq!(a.response_id.as_deref(), Some("r1"));
     // Both messages were logged and flushed before agent_end.
@@ -316,7 +328,10 @@ async fn tool_calls_run_and_results_feed_the_next_call() {
     let tool = FakeTool::new("echo", false);
     let mut h = harness(
         vec![
-            calls(&[("c1", "echo", json!({"x":1})), ("c2", "echo", json!({"x":2}))]),
+            calls(&[
+                ("c1", "echo", json!({"x":1})),
+                ("c2", "echo", json!({"x":2})),
+            ]),
             text("done"),
         ],
         vec![tool.clone()],
@@ -344,11 +359,27 @@ async fn unknown_tool_invalid_args_and_gate_denial_become_error_results() {
         id: "bad".into(),
         name: "bash".into(),
     }];
-    evs.push(ModelEvent::ToolCallDelta { index: 0, delta: "{\"command\":".into() });
-    evs.push(ModelEvent::ToolCallStart { index: 1, id: "c2".into(), name: "nope".into() });
-    evs.push(ModelEvent::ToolCallStart { index: 2, id: "c3".into(), name: "bash".into() });
-    evs.push(ModelEvent::ToolCallDelta { index: 2, delta: "{}".into() });
-    evs.push(ModelEvent::Finish { stop_reason: StopReason::ToolUse });
+    evs.push(ModelEvent::ToolCallDelta {
+        index: 0,
+        delta: "{\"command\":".into(),
+    });
+    evs.push(ModelEvent::ToolCallStart {
+        index: 1,
+        id: "c2".into(),
+        name: "nope".into(),
+    });
+    evs.push(ModelEvent::ToolCallStart {
+        index: 2,
+        id: "c3".into(),
+        name: "bash".into(),
+    });
+    evs.push(ModelEvent::ToolCallDelta {
+        index: 2,
+        delta: "{}".into(),
+    });
+    evs.push(ModelEvent::Finish {
+        stop_reason: StopReason::ToolUse,
+    });
     let mut h = harness_with(
         vec![Script::Events(evs), text("ok")],
         vec![bash.clone()],
@@ -368,13 +399,20 @@ async fn unknown_tool_invalid_args_and_gate_denial_become_error_results() {
 #[tokio::test]
 async fn provider_error_ends_the_run_with_a_typed_error() {
     let mut h = harness(
-        vec![Script::Fail(model_error(ErrorKind::Unauthorized, "HTTP 401: bad key"))],
+        vec![Script::Fail(model_error(
+            ErrorKind::Unauthorized,
+            "HTTP 401: bad key",
+        ))],
         vec![],
     );
     h.prompt("hi").await;
     let evs = h.run_to_end().await;
-    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else { unreachable!() };
-    let Message::Assistant(a) = &messages[1] else { panic!() };
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
+    let Message::Assistant(a) = &messages[1] else {
+        panic!()
+    };
     assert_eq!(a.stop_reason, StopReason::Error);
     assert_eq!(a.error_kind.as_deref(), Some("unauthorized"));
     assert!(a.error_message.as_deref().unwrap().contains("bad key"));
@@ -385,13 +423,19 @@ async fn provider_error_ends_the_run_with_a_typed_error() {
 #[tokio::test]
 async fn stream_ending_without_finish_is_an_error() {
     let mut h = harness(
-        vec![Script::Events(vec![ModelEvent::TextDelta("partial".into())])],
+        vec![Script::Events(vec![ModelEvent::TextDelta(
+            "partial".into(),
+        )])],
         vec![],
     );
     h.prompt("hi").await;
     let evs = h.run_to_end().await;
-    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else { unreachable!() };
-    let Message::Assistant(a) = &messages[1] else { panic!() };
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
+    let Message::Assistant(a) = &messages[1] else {
+        panic!()
+    };
     assert_eq!(a.stop_reason, StopReason::Error);
     assert_eq!(a.text(), "partial");
 }
@@ -401,26 +445,40 @@ async fn abort_mid_stream_keeps_the_partial_message_marked_aborted() {
     let mut h = harness(
         vec![Script::Hang(vec![
             ModelEvent::TextDelta("Hal".into()),
-            ModelEvent::ToolCallStart { index: 0, id: "c1".into(), name: "bash".into() },
+            ModelEvent::ToolCallStart {
+                index: 0,
+                id: "c1".into(),
+                name: "bash".into(),
+            },
         ])],
         vec![],
     );
     h.prompt("hi").await;
     h.wait_for(|e| {
-        matches!(e, AgentEvent::MessageUpdate {
-            assistant_message_event: keel_protocol::AssistantMessageEvent::ToolCallStart { .. }
-        })
+        matches!(
+            e,
+            AgentEvent::MessageUpdate {
+                assistant_message_event: keel_protocol::AssistantMessageEvent::ToolCallStart { .. }
+            }
+        )
     })
     .await;
     h.session.submit(Op::Abort).await.unwrap();
     let evs = h.run_to_end().await;
-    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else { unreachable!() };
-    let Message::Assistant(a) = &messages[1] else { panic!() };
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
+    let Message::Assistant(a) = &messages[1] else {
+        panic!()
+    };
     assert_eq!(a.stop_reason, StopReason::Aborted);
     assert_eq!(a.text(), "Hal");
     // The tool call that never ran has an aborted result.
     let results = tool_results(messages);
-    assert_eq!(results, vec![("c1".into(), "Tool execution was aborted".into(), true)]);
+    assert_eq!(
+        results,
+        vec![("c1".into(), "Tool execution was aborted".into(), true)]
+    );
     assert_eq!(h.log.flushed_len(), 3);
 }
 
@@ -428,18 +486,28 @@ async fn abort_mid_stream_keeps_the_partial_message_marked_aborted() {
 async fn abort_during_a_tool_cancels_it_and_answers_every_call() {
     let slow = FakeTool::new("slow", true);
     let mut h = harness(
-        vec![calls(&[("c1", "slow", json!({})), ("c2", "slow", json!({}))])],
+        vec![calls(&[
+            ("c1", "slow", json!({})),
+            ("c2", "slow", json!({})),
+        ])],
         vec![slow.clone()],
     );
     h.prompt("go").await;
-    h.wait_for(|e| matches!(e, AgentEvent::ToolExecutionStart { .. })).await;
+    h.wait_for(|e| matches!(e, AgentEvent::ToolExecutionStart { .. }))
+        .await;
     slow.started.notified().await;
     h.session.submit(Op::Abort).await.unwrap();
     let evs = h.run_to_end().await;
-    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else { unreachable!() };
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
     let results = tool_results(messages);
     assert_eq!(results.len(), 2);
-    assert!(results.iter().all(|r| r.1 == "Tool execution was aborted" && r.2));
+    assert!(
+        results
+            .iter()
+            .all(|r| r.1 == "Tool execution was aborted" && r.2)
+    );
     assert_eq!(slow.call_count(), 1);
     assert_eq!(h.provider.requests().len(), 1);
 }
@@ -456,7 +524,10 @@ async fn steering_in_immediate_mode_skips_remaining_calls() {
     );
     h.prompt("go").await;
     slow.started.notified().await;
-    h.session.submit(Op::Steer(UserInput::text("change course"))).await.unwrap();
+    h.session
+        .submit(Op::Steer(UserInput::text("change course")))
+        .await
+        .unwrap();
     h.wait_for(|e| matches!(e, AgentEvent::QueueUpdate { steering, .. } if !steering.is_empty()))
         .await;
     slow.release.notify_one();
@@ -467,7 +538,9 @@ async fn steering_in_immediate_mode_skips_remaining_calls() {
     assert_eq!(slow.call_count(), 1);
     // The steering message reached the second model call.
     let reqs = h.provider.requests();
-    let Message::User(u) = reqs[1].messages.last().unwrap() else { panic!() };
+    let Message::User(u) = reqs[1].messages.last().unwrap() else {
+        panic!()
+    };
     assert_eq!(u.content[0], ContentBlock::text("change course"));
 }
 
@@ -485,15 +558,21 @@ async fn steering_in_wait_mode_lets_the_calls_finish() {
     );
     h.prompt("go").await;
     slow.started.notified().await;
-    h.session.submit(Op::Steer(UserInput::text("later"))).await.unwrap();
-    h.wait_for(|e| matches!(e, AgentEvent::QueueUpdate { .. })).await;
+    h.session
+        .submit(Op::Steer(UserInput::text("later")))
+        .await
+        .unwrap();
+    h.wait_for(|e| matches!(e, AgentEvent::QueueUpdate { .. }))
+        .await;
     slow.release.notify_one();
     slow.started.notified().await;
     slow.release.notify_one();
     h.run_to_end().await;
     assert_eq!(slow.call_count(), 2);
     let reqs = h.provider.requests();
-    let Message::User(u) = reqs[1].messages.last().unwrap() else { panic!() };
+    let Message::User(u) = reqs[1].messages.last().unwrap() else {
+        panic!()
+    };
     assert_eq!(u.content[0], ContentBlock::text("later"));
 }
 
@@ -502,17 +581,30 @@ async fn follow_ups_run_when_the_agent_would_stop_one_at_a_time_or_all() {
     for (mode, expected_calls) in [(QueueMode::OneAtATime, 3), (QueueMode::All, 2)] {
         let slow = FakeTool::new("slow", true);
         let mut h = harness_with(
-            vec![calls(&[("c1", "slow", json!({}))]), text("a"), text("b"), text("c")],
+            vec![
+                calls(&[("c1", "slow", json!({}))]),
+                text("a"),
+                text("b"),
+                text("c"),
+            ],
             vec![slow.clone()],
             Arc::new(AllowAll),
             |c| c.follow_up_mode = mode,
         );
         h.prompt("go").await;
         slow.started.notified().await;
-        h.session.submit(Op::FollowUp(UserInput::text("f1"))).await.unwrap();
-        h.session.submit(Op::FollowUp(UserInput::text("f2"))).await.unwrap();
-        h.wait_for(|e| matches!(e, AgentEvent::QueueUpdate { follow_up, .. } if follow_up.len() == 2))
-            .await;
+        h.session
+            .submit(Op::FollowUp(UserInput::text("f1")))
+            .await
+            .unwrap();
+        h.session
+            .submit(Op::FollowUp(UserInput::text("f2")))
+            .await
+            .unwrap();
+        h.wait_for(
+            |e| matches!(e, AgentEvent::QueueUpdate { follow_up, .. } if follow_up.len() == 2),
+        )
+        .await;
         slow.release.notify_one();
         let evs = h.run_to_end().await;
         assert_eq!(
@@ -521,14 +613,21 @@ async fn follow_ups_run_when_the_agent_would_stop_one_at_a_time_or_all() {
             "exactly one agent_end per prompt"
         );
         // Initial call + tool follow-up call + follow-up deliveries.
-        assert_eq!(h.provider.requests().len(), expected_calls + 1, "mode {mode:?}");
+        assert_eq!(
+            h.provider.requests().len(),
+            expected_calls + 1,
+            "mode {mode:?}"
+        );
     }
 }
 
 #[tokio::test]
 async fn prompt_while_running_is_refused() {
     let slow = FakeTool::new("slow", true);
-    let mut h = harness(vec![calls(&[("c1", "slow", json!({}))]), text("x")], vec![slow.clone()]);
+    let mut h = harness(
+        vec![calls(&[("c1", "slow", json!({}))]), text("x")],
+        vec![slow.clone()],
+    );
     h.prompt("go").await;
     slow.started.notified().await;
     let err = h.session.submit(Op::Prompt(UserInput::text("again"))).await;
@@ -536,7 +635,12 @@ async fn prompt_while_running_is_refused() {
     slow.release.notify_one();
     h.run_to_end().await;
     // Idle again: a new prompt is accepted.
-    assert!(h.session.submit(Op::Prompt(UserInput::text("again"))).await.is_ok());
+    assert!(
+        h.session
+            .submit(Op::Prompt(UserInput::text("again")))
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]

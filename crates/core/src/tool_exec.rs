@@ -17,10 +17,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::TOOL_UPDATE_CAPACITY;
 use crate::deps::{GateDecision, ToolCallInfo};
 use crate::run::RunCtx;
 use crate::session::lock;
-use crate::TOOL_UPDATE_CAPACITY;
 
 /// Text of the result given to a call that was cut short by an abort.
 pub const ABORTED_TEXT: &str = "Tool execution was aborted";
@@ -70,7 +70,11 @@ pub(crate) async fn execute_tool_calls(
 }
 
 /// Answers calls of a message that failed or was aborted while streaming.
-pub(crate) async fn answer_unrun(ctx: &RunCtx, calls: &[Call], stop: StopReason) -> ToolCallOutcome {
+pub(crate) async fn answer_unrun(
+    ctx: &RunCtx,
+    calls: &[Call],
+    stop: StopReason,
+) -> ToolCallOutcome {
     let text = match stop {
         StopReason::Aborted => ABORTED_TEXT,
         _ => "Tool call was not executed because the model response failed",

@@ -33,9 +33,15 @@ pub enum Op {
     FollowUp(UserInput),
     /// Abort the running model call and tools.
     Abort,
-    SetSteeringMode { mode: QueueMode },
-    SetFollowUpMode { mode: QueueMode },
-    SetInterruptMode { mode: InterruptMode },
+    SetSteeringMode {
+        mode: QueueMode,
+    },
+    SetFollowUpMode {
+        mode: QueueMode,
+    },
+    SetInterruptMode {
+        mode: InterruptMode,
+    },
     /// Flush the session and stop the session task.
     Shutdown,
 }

@@ -8,6 +8,8 @@
 //! depend on keel's own runtime crates (it speaks the wire formats directly,
 //! so it can catch a provider that speaks them wrong).
 //!
+//! [`process`] runs the real `keel` binary with timeouts ([`KeelCommand`]).
+//!
 //! Dialects: [`chat_completions`] (OpenAI Chat Completions, served on
 //! `POST /v1/chat/completions`). Its builders are re-exported at the crate
 //! root because it is the default dialect; later dialects (`responses`,
@@ -15,11 +17,13 @@
 //! path.
 
 pub mod chat_completions;
+pub mod process;
 mod response;
 mod server;
 mod wait;
 
 pub use chat_completions::*;
+pub use process::{KeelChild, KeelCommand, KeelOutput};
 pub use response::{MockResponse, SseEvent};
 pub use server::{CapturedRequest, MockModelServer};
 pub use wait::wait_until;

@@ -1,0 +1,272 @@
+//! `keel exec`: one agent run in a workspace.
+//!
+//! Streams assistant text to stdout and tool activity to stderr (or every
+//! event as JSON lines with `--json`). SIGINT/SIGTERM abort the run; the
+//! session file is left consistent and the process exits with 130. A model
+//! failure exits with 1 and a one-line reason; bad configuration with 2.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use keel_core::{
+    AllowAll, ModelInfo, ModelPricing, Session, SessionConfig, SessionDeps, SessionLog, SystemClock,
+};
+use keel_llm::chat_completions::{ChatCompletionsConfig, ChatCompletionsProvider};
+use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
+use keel_session_store::{EntryBody, SessionStore, SessionWriter};
+use keel_tools::{LocalFileSystem, LocalProcessRunner, builtin_tools};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::GlobalArgs;
+use crate::config::{ModelArgs, Resolved, resolve};
+use crate::render::Renderer;
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The prompt; `-` (or nothing, with stdin not a terminal) reads it from stdin.
+    pub prompt: Option<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Print every event as one JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Workspace directory (default: the current directory).
+    #[arg(long, short = 'C')]
+    pub cwd: Option<PathBuf>,
+    /// Resume a session by id, id prefix or file path.
+    #[arg(long, conflicts_with = "continue_")]
+    pub session: Option<String>,
+    /// Resume the latest session of this workspace.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_: bool,
+    /// Do not save the session.
+    #[arg(long, conflicts_with_all = ["session", "continue_"])]
+    pub no_session: bool,
+}
+
+pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let cwd = match &args.cwd {
+        Some(c) => std::path::absolute(c)?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !cwd.is_dir() {
+        bail!("workspace {} is not a directory", cwd.display());
+    }
+    let prompt = read_prompt(args.prompt.as_deref())?;
+    let resolved = resolve(global, &args.model)?;
+    let provider = build_provider(&resolved)?;
+
+    let store = SessionStore::new(resolved.home.join("sessions"));
+    let (writer, history) = open_session(&store, &cwd, &args, &resolved).await?;
+    let tools = builtin_tools();
+    let mut config = SessionConfig::new(
+        writer
+            .as_ref()
+            .map(|w| w.id().to_owned())
+            .unwrap_or_else(|| "ephemeral".to_owned()),
+        &cwd,
+        ModelInfo {
+            id: resolved.model.clone(),
+            provider: resolved.provider.clone(),
+            api: resolved.dialect.clone(),
+            context_window: resolved.context_window,
+            max_output_tokens: resolved.max_output_tokens,
+            pricing: ModelPricing::default(),
+        },
+    );
+    config.session_file = writer.as_ref().map(|w| w.path().to_path_buf());
+    config.thinking_level = resolved.thinking;
+    config.project_context = project_context(&cwd);
+    config.scratch_dir = resolved.home.join("tool-output");
+    config.initial_messages = history;
+    let log: Arc<dyn SessionLog> = match &writer {
+        Some(w) => Arc::new(w.clone()),
+        None => Arc::new(keel_core::NullLog),
+    };
+    let deps = SessionDeps {
+        provider,
+        tools,
+        fs: Arc::new(LocalFileSystem),
+        process: Arc::new(LocalProcessRunner::default()),
+        gate: Arc::new(AllowAll),
+        clock: Arc::new(SystemClock),
+        log,
+    };
+    let mut session = Session::spawn(config, deps);
+    session
+        .submit(Op::Prompt(UserInput::text(prompt)))
+        .await
+        .context("cannot start the run")?;
+
+    let outcome = drive(&mut session, args.json).await?;
+    session.shutdown().await;
+    if let Some(w) = &writer {
+        w.close().await.context("cannot save the session")?;
+    }
+    Ok(match outcome {
+        Outcome::Done => ExitCode::SUCCESS,
+        Outcome::Aborted => ExitCode::from(130),
+        Outcome::Failed(reason) => {
+            crate::report_error(&anyhow::anyhow!(reason));
+            ExitCode::from(1)
+        }
+    })
+}
+
+enum Outcome {
+    Done,
+    Aborted,
+    Failed(String),
+}
+
+async fn drive(session: &mut Session, json: bool) -> anyhow::Result<Outcome> {
+    let mut renderer = Renderer::new(json);
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    let mut interrupts = 0u32;
+    loop {
+        tokio::select! {
+            ev = session.next_event() => {
+                let Some(ev) = ev else { bail!("the session stopped unexpectedly") };
+                renderer.event(&ev);
+                if let AgentEvent::AgentEnd { messages } = &ev {
+                    // An abort we asked for ends the run as aborted even when
+                    // it landed between model calls.
+                    if interrupts > 0 {
+                        return Ok(Outcome::Aborted);
+                    }
+                    return Ok(outcome_of(messages));
+                }
+            }
+            _ = sigint.recv() => {
+                interrupts += 1;
+                if interrupts > 1 {
+                    return Ok(Outcome::Aborted);
+                }
+                let _ = session.submit(Op::Abort).await;
+            }
+            _ = sigterm.recv() => {
+                interrupts += 1;
+                if interrupts > 1 {
+                    return Ok(Outcome::Aborted);
+                }
+                let _ = session.submit(Op::Abort).await;
+            }
+            _ = ticker.tick() => renderer.tick(),
+        }
+    }
+}
+
+fn outcome_of(messages: &[Message]) -> Outcome {
+    let last = messages.iter().rev().find_map(|m| match m {
+        Message::Assistant(a) => Some(a),
+        _ => None,
+    });
+    match last {
+        Some(a) if a.stop_reason == StopReason::Aborted => Outcome::Aborted,
+        Some(a) if a.stop_reason == StopReason::Error => Outcome::Failed(
+            a.error_message
+                .clone()
+                .unwrap_or_else(|| "the model call failed".to_owned()),
+        ),
+        _ => Outcome::Done,
+    }
+}
+
+fn read_prompt(arg: Option<&str>) -> anyhow::Result<String> {
+    let from_stdin = match arg {
+        Some("-") => true,
+        Some(_) => false,
+        None => !std::io::stdin().is_terminal(),
+    };
+    let prompt = if from_stdin {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the prompt from stdin")?;
+        s
+    } else {
+        arg.unwrap_or_default().to_owned()
+    };
+    if prompt.trim().is_empty() {
+        bail!("no prompt given: keel exec \"what to do\" (or pipe it on stdin)");
+    }
+    Ok(prompt)
+}
+
+fn build_provider(r: &Resolved) -> anyhow::Result<Arc<dyn keel_llm::Provider>> {
+    let mut cfg = ChatCompletionsConfig::new(r.provider.clone(), r.base_url.clone());
+    cfg.api_key = r.api_key();
+    if let (None, Some(var)) = (&cfg.api_key, &r.api_key_env) {
+        bail!("provider {:?} needs an API key: set {var}", r.provider);
+    }
+    cfg.extra_headers = r.headers.clone().into_iter().collect();
+    cfg.idle_timeout = Duration::from_secs(r.idle_timeout_secs);
+    let provider = ChatCompletionsProvider::new(cfg).context("cannot set up the HTTP client")?;
+    Ok(Arc::new(provider))
+}
+
+async fn open_session(
+    store: &SessionStore,
+    cwd: &Path,
+    args: &ExecArgs,
+    resolved: &Resolved,
+) -> anyhow::Result<(Option<SessionWriter>, Vec<Message>)> {
+    if args.no_session {
+        return Ok((None, Vec::new()));
+    }
+    let existing = if let Some(id) = &args.session {
+        Some(store.resolve(cwd, id).await?)
+    } else if args.continue_ {
+        match store.latest(cwd).await? {
+            Some(s) => Some(s.path),
+            None => {
+                tracing::info!("no previous session in this workspace; starting a new one");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let writer = match existing {
+        Some(path) => {
+            let loaded = keel_session_store::load(&path)
+                .await
+                .with_context(|| format!("cannot load session {}", path.display()))?;
+            let history = loaded.messages();
+            let changed_model =
+                loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
+            let writer = loaded.into_writer().await?;
+            if changed_model {
+                record_model(&writer, resolved).await?;
+            }
+            return Ok((Some(writer), history));
+        }
+        None => store.create(cwd, None).await?,
+    };
+    record_model(&writer, resolved).await?;
+    Ok((Some(writer), Vec::new()))
+}
+
+async fn record_model(writer: &SessionWriter, r: &Resolved) -> anyhow::Result<()> {
+    writer
+        .append(EntryBody::ModelChange {
+            provider: r.provider.clone(),
+            model_id: r.model.clone(),
+        })
+        .await?;
+    Ok(())
+}
+
+/// `AGENTS.md` of the workspace, if present.
+fn project_context(cwd: &Path) -> Option<String> {
+    ["AGENTS.md", "CLAUDE.md"]
+        .iter()
+        .find_map(|name| std::fs::read_to_string(cwd.join(name)).ok())
+}
