@@ -146,26 +146,12 @@ async fn run_one(
     let result = loop {
         tokio::select! {
             r = &mut exec => break r,
-            Some(partial) = update_rx.recv() => {
-                ctx.emit(AgentEvent::ToolExecutionUpdate {
-                    tool_call_id: id.to_owned(),
-                    tool_name: name.to_owned(),
-                    args: args.clone(),
-                    partial_result: partial,
-                })
-                .await;
-            }
+            Some(partial) = update_rx.recv() => emit_update(ctx, id, name, args, partial).await,
         }
     };
     // Partial results sent just before the tool returned still go out, in order.
     while let Ok(partial) = update_rx.try_recv() {
-        ctx.emit(AgentEvent::ToolExecutionUpdate {
-            tool_call_id: id.to_owned(),
-            tool_name: name.to_owned(),
-            args: args.clone(),
-            partial_result: partial,
-        })
-        .await;
+        emit_update(ctx, id, name, args, partial).await;
     }
     if cancel.is_cancelled() {
         return (ToolResult::text(ABORTED_TEXT), true);
@@ -175,6 +161,16 @@ async fn run_one(
         Err(keel_tools::Error::Aborted) => (ToolResult::text(ABORTED_TEXT), true),
         Err(e) => (ToolResult::text(e.to_string()), true),
     }
+}
+
+async fn emit_update(ctx: &RunCtx, id: &str, name: &str, args: &Value, partial: ToolResult) {
+    ctx.emit(AgentEvent::ToolExecutionUpdate {
+        tool_call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        args: args.clone(),
+        partial_result: partial,
+    })
+    .await;
 }
 
 /// Announces the end of an executed call and commits its result.

@@ -4,6 +4,7 @@ mod config;
 mod exec;
 mod exec_abort;
 mod sessions;
+mod snapshots;
 
 use std::path::{Path, PathBuf};
 
