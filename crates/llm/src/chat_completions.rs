@@ -14,10 +14,9 @@ mod stream;
 
 use std::time::Duration;
 
-use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, ErrorKind, ModelRequest, ModelStream, Provider, Result, http};
+use crate::{ModelRequest, ModelStream, Provider, Result, http};
 
 pub use request::build_request_body;
 
@@ -102,9 +101,7 @@ impl std::fmt::Debug for ChatCompletionsConfig {
 #[derive(Debug, Clone)]
 pub struct ChatCompletionsProvider {
     config: ChatCompletionsConfig,
-    client: reqwest::Client,
-    endpoint: String,
-    headers: HeaderMap,
+    endpoint: http::SseEndpoint,
 }
 
 impl ChatCompletionsProvider {
@@ -118,13 +115,21 @@ impl ChatCompletionsProvider {
     /// client's connect timeout applies instead of `config.connect_timeout`.
     /// Fails if an extra header or the key is not a valid header value.
     pub fn with_client(config: ChatCompletionsConfig, client: reqwest::Client) -> Result<Self> {
-        let headers = build_headers(&config)?;
-        Ok(ChatCompletionsProvider {
-            endpoint: config.endpoint(),
-            config,
+        let headers = http::build_headers(
+            &config.name,
+            config.api_key.as_deref(),
+            http::Auth::Bearer,
+            &[],
+            &config.extra_headers,
+        )?;
+        let endpoint = http::SseEndpoint {
             client,
+            url: config.endpoint(),
             headers,
-        })
+            request_timeout: config.request_timeout,
+            idle_timeout: config.idle_timeout,
+        };
+        Ok(ChatCompletionsProvider { config, endpoint })
     }
 
     pub fn config(&self) -> &ChatCompletionsConfig {
@@ -133,39 +138,8 @@ impl ChatCompletionsProvider {
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.endpoint.url
     }
-}
-
-fn build_headers(config: &ChatCompletionsConfig) -> Result<HeaderMap> {
-    let mut headers = HeaderMap::new();
-    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-    if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
-        let mut value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-            Error::new(
-                ErrorKind::BadRequest,
-                format!(
-                    "the API key of provider {} contains characters not allowed in a header",
-                    config.name
-                ),
-            )
-        })?;
-        value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
-    }
-    for (name, value) in &config.extra_headers {
-        let invalid = || {
-            Error::new(
-                ErrorKind::BadRequest,
-                format!("invalid extra header {name:?} for provider {}", config.name),
-            )
-        };
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| invalid())?;
-        value.set_sensitive(true);
-        headers.insert(name, value);
-    }
-    Ok(headers)
 }
 
 #[async_trait::async_trait]
@@ -191,25 +165,7 @@ impl Provider for ChatCompletionsProvider {
             tools = request.tools.len(),
             "chat completions request"
         );
-        let builder = self
-            .client
-            .post(&self.endpoint)
-            .headers(self.headers.clone())
-            .json(&body);
-        let response = http::send(
-            builder,
-            &self.endpoint,
-            self.config.request_timeout,
-            self.config.idle_timeout,
-            &cancel,
-        )
-        .await?;
-        Ok(http::sse_stream(
-            response,
-            stream::ChunkDecoder::new(&self.endpoint),
-            self.config.idle_timeout,
-            cancel,
-            &self.endpoint,
-        ))
+        let decoder = stream::ChunkDecoder::new(&self.endpoint.url);
+        self.endpoint.stream(&body, decoder, cancel).await
     }
 }

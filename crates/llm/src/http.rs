@@ -7,6 +7,11 @@
 //! a dialect plugs in an [`SseDecoder`] that maps SSE events to
 //! [`ModelEvent`]s.
 //!
+//! It also owns what every dialect's provider shares around that: building
+//! the request headers (the credential header marked sensitive, extra headers
+//! replacing defaults) and [`SseEndpoint`], one POST-and-stream target with
+//! its timeouts, so a dialect module only builds a body and a decoder.
+//!
 //! Dropping the returned stream, cancelling, timing out or finishing drops
 //! the response, which closes the connection.
 
@@ -16,6 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::redact_url;
@@ -42,6 +49,125 @@ pub fn build_client(connect_timeout: Duration) -> Result<reqwest::Client> {
                 ),
             )
         })
+}
+
+/// How a provider presents its API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// `Authorization: Bearer <key>` (OpenAI and compatibles).
+    Bearer,
+    /// The key as the whole value of this header (`x-api-key` for Anthropic).
+    Header(&'static str),
+}
+
+/// The headers of every request of one provider: `accept:
+/// text/event-stream`, the key (when set and non-empty) as `auth` says,
+/// `defaults`, then `extra` (which replace headers of the same name). The key
+/// and extra values are marked sensitive; errors name the provider and the
+/// header, never a value.
+pub(crate) fn build_headers(
+    provider: &str,
+    api_key: Option<&str>,
+    auth: Auth,
+    defaults: &[(&'static str, &str)],
+    extra: &[(String, String)],
+) -> Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+        let (name, value) = match auth {
+            Auth::Bearer => (AUTHORIZATION, format!("Bearer {key}")),
+            Auth::Header(name) => (HeaderName::from_static(name), key.to_owned()),
+        };
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format!(
+                    "the API key of provider {provider} contains characters not allowed in a header"
+                ),
+            )
+        })?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    let defaults = defaults.iter().map(|(n, v)| (*n, *v));
+    let extra = extra.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+    for (name, value) in defaults.chain(extra) {
+        let invalid = || {
+            Error::new(
+                ErrorKind::BadRequest,
+                format!("invalid extra header {name:?} for provider {provider}"),
+            )
+        };
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// One streaming endpoint: where to POST, with which headers and timeouts.
+#[derive(Debug, Clone)]
+pub(crate) struct SseEndpoint {
+    pub client: reqwest::Client,
+    pub url: String,
+    pub headers: HeaderMap,
+    pub request_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl SseEndpoint {
+    /// POSTs `body` as JSON and streams the SSE answer through `decoder`.
+    pub(crate) async fn stream<D: SseDecoder>(
+        &self,
+        body: &Value,
+        decoder: D,
+        cancel: CancellationToken,
+    ) -> Result<ModelStream> {
+        let builder = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .json(body);
+        let response = send(
+            builder,
+            &self.url,
+            self.request_timeout,
+            self.idle_timeout,
+            &cancel,
+        )
+        .await?;
+        Ok(sse_stream(
+            response,
+            decoder,
+            self.idle_timeout,
+            cancel,
+            &self.url,
+        ))
+    }
+}
+
+/// Parses the JSON `data` of an SSE event; garbage is a
+/// [`ErrorKind::Decode`] error quoting at most 200 characters of it.
+pub(crate) fn parse_json_data(data: &str, url: &str) -> Result<Value> {
+    serde_json::from_str(data).map_err(|e| {
+        let shown: String = data.chars().take(200).collect();
+        Error::new(
+            ErrorKind::Decode,
+            format!("invalid JSON event from {url}: {e}: {shown}"),
+        )
+    })
+}
+
+/// The [`ErrorKind::StreamCut`] error for a body that ended (cleanly, or
+/// mid-event) before the response was complete.
+pub(crate) fn cut_error(url: &str, mid_event: bool) -> Error {
+    let how = if mid_event { " mid-event" } else { "" };
+    Error::new(
+        ErrorKind::StreamCut,
+        format!("stream from {url} ended{how} before the response finished"),
+    )
 }
 
 /// Sends `request` and waits for the response headers, at most
@@ -257,4 +383,45 @@ impl<D: SseDecoder> Pump<D> {
         self.body = None;
         item
     }
+}
+
+/// Test helper: runs `decoder` over `chunks` the way the pump does (SSE
+/// parsing across chunk boundaries, stop at the first terminal item, the
+/// end-of-body callback when the body ends first).
+#[cfg(test)]
+pub(crate) fn decode_chunks<D: SseDecoder>(
+    mut decoder: D,
+    chunks: &[&[u8]],
+) -> Vec<Result<ModelEvent>> {
+    let mut parser = SseParser::new();
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<Result<ModelEvent>>, result: Result<Vec<ModelEvent>>| -> bool {
+        match result {
+            Ok(events) => {
+                for event in events {
+                    let terminal = matches!(event, ModelEvent::Finish { .. });
+                    out.push(Ok(event));
+                    if terminal {
+                        return true;
+                    }
+                }
+                false
+            }
+            Err(e) => {
+                out.push(Err(e));
+                true
+            }
+        }
+    };
+    for chunk in chunks {
+        for event in parser.push(chunk) {
+            let result = decoder.on_event(event);
+            if push(&mut out, result) {
+                return out;
+            }
+        }
+    }
+    let result = decoder.on_end(parser.is_mid_event());
+    push(&mut out, result);
+    out
 }

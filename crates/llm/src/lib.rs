@@ -5,11 +5,31 @@
 //! normalised to one stream of [`ModelEvent`]s. It must not know about tools'
 //! implementations, sessions or approvals: it sees tool *specs* and message
 //! history, nothing more.
+//!
+//! Dialects: [`chat_completions`] (`openai-completions`), [`responses`]
+//! (`openai-responses`), [`anthropic`] (`anthropic-messages`); the shared
+//! plumbing (headers, send, SSE pump) is in the private `http` module and
+//! the shared history rules in `history`. [`provider`] turns a configured
+//! [`ProviderSpec`] into a [`Provider`] ([`build_provider`]); [`catalog`]
+//! knows models (limits, thinking levels, prices) and clamps thinking
+//! levels ([`effective_thinking`]). Retrying is the caller's job:
+//! [`Error::is_retryable`] and [`Error::retry_after`] say when and how long.
+//!
+//! Thinking signatures ([`ModelEvent::ThinkingDelta`]'s `signature`, stored
+//! as a thinking block's `thinking_signature`) are dialect-specific and are
+//! replayed only to the same dialect, provider and model: Anthropic's
+//! signature string (or a JSON array of a run of thinking blocks), or the
+//! Responses reasoning item as JSON (with its `encrypted_content`).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod anthropic;
+pub mod catalog;
 pub mod chat_completions;
 mod error;
+mod history;
 mod http;
+pub mod provider;
+pub mod responses;
 pub mod sse;
 
 use std::pin::Pin;
@@ -18,9 +38,19 @@ use futures::Stream;
 use keel_protocol::{Message, StopReason, ThinkingLevel, ToolSpec, Usage};
 use tokio_util::sync::CancellationToken;
 
+pub use anthropic::AnthropicProvider;
+pub use catalog::{
+    Catalog, InputModality, ModelConfig, ModelCost, ModelEntry, ModelLookup, effective_thinking,
+};
 pub use chat_completions::{ChatCompletionsConfig, ChatCompletionsProvider};
 pub use error::{Error, ErrorKind, Result, classify_http, parse_retry_after};
+pub use history::MISSING_RESULT_TEXT;
 pub use http::build_client;
+pub use provider::{
+    Dialect, ProviderPreset, ProviderSpec, WELL_KNOWN_PROVIDERS, build_provider,
+    build_provider_with_client, well_known_provider,
+};
+pub use responses::ResponsesProvider;
 
 /// Everything one model call needs.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,20 +10,27 @@
 //!
 //! [`process`] runs the real `keel` binary with timeouts ([`KeelCommand`]).
 //!
-//! Dialects: [`chat_completions`] (OpenAI Chat Completions, served on
-//! `POST /v1/chat/completions`). Its builders are re-exported at the crate
-//! root because it is the default dialect; later dialects (`responses`,
-//! `messages`) live in sibling modules and are used through their module
-//! path.
+//! Dialects, one module each, all served by the same server from the same
+//! FIFO script (whatever the path): [`chat_completions`] (OpenAI Chat
+//! Completions, `POST /v1/chat/completions`; its builders are re-exported
+//! at the crate root because it is the default dialect, and its
+//! [`MockResponse`] shortcuts such as [`MockResponse::text`] are Chat
+//! Completions answers), [`responses`] (OpenAI Responses,
+//! `POST /v1/responses`) and [`anthropic`] (Anthropic Messages,
+//! `POST /v1/messages`), used through their module path
+//! (`responses::text("Hi")`, `anthropic::ev_text_delta(0, "Hi")`). Whole
+//! SSE bodies kept as fixture files are served with [`sse_from_text`].
 
+pub mod anthropic;
 pub mod chat_completions;
 pub mod process;
 mod response;
+pub mod responses;
 mod server;
 mod wait;
 
 pub use chat_completions::*;
 pub use process::{KeelChild, KeelCommand, KeelOutput};
-pub use response::{MockResponse, SseEvent};
+pub use response::{MockResponse, SseEvent, sse_from_text};
 pub use server::{CapturedRequest, MockModelServer};
 pub use wait::wait_until;

@@ -71,6 +71,22 @@ impl SseEvent {
     }
 }
 
+/// Splits a whole SSE body (a fixture file) into events, each written byte
+/// for byte ([`SseEvent::Raw`]) with its terminating blank line, so
+/// [`MockResponse::cut_after`] and [`MockResponse::stall_after`] count
+/// real events. Works with LF and CRLF line ends.
+pub fn sse_from_text(text: &str) -> Vec<SseEvent> {
+    let separator = if text.contains("\r\n\r\n") {
+        "\r\n\r\n"
+    } else {
+        "\n\n"
+    };
+    text.split_inclusive(separator)
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| SseEvent::Raw(part.to_owned()))
+        .collect()
+}
+
 /// The body of a scripted response.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Body {
@@ -178,5 +194,17 @@ mod tests {
             SseEvent::Comment("keep-alive".into()).encode(),
             ": keep-alive\n\n"
         );
+    }
+
+    #[test]
+    fn fixture_text_splits_into_raw_events() {
+        let text = "event: a\ndata: 1\n\n: ping\n\ndata: 2\ndata: 3\n\n";
+        let events = sse_from_text(text);
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0], SseEvent::Raw("event: a\ndata: 1\n\n".into()));
+        let rejoined: String = events.iter().map(SseEvent::encode).collect();
+        assert_eq!(rejoined, text);
+        let crlf = text.replace('\n', "\r\n");
+        assert_eq!(sse_from_text(&crlf).len(), 3);
     }
 }

@@ -27,11 +27,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::chat_completions;
 use crate::response::{Body, MockResponse};
+use crate::{anthropic, chat_completions, responses};
 
 /// The paths served with scripted responses, one per wire dialect.
-pub const DIALECT_PATHS: &[&str] = &[chat_completions::PATH];
+pub const DIALECT_PATHS: &[&str] = &[chat_completions::PATH, responses::PATH, anthropic::PATH];
 
 /// One request the mock received.
 #[derive(Debug, Clone, PartialEq)]
@@ -406,6 +406,55 @@ mod tests {
         let (status, _, body) = post(&server, json!({})).await;
         assert_eq!(status, 500);
         assert!(body.contains("mock: no scripted response"));
+    }
+
+    #[tokio::test]
+    async fn every_dialect_path_is_served_from_the_one_script() {
+        let server = MockModelServer::start().await;
+        server.push_all([
+            crate::responses::text("from responses"),
+            crate::anthropic::text("from messages"),
+        ]);
+        let client = reqwest::Client::new();
+        let mut bodies = Vec::new();
+        for path in ["responses", "messages", "embeddings"] {
+            let fut = async {
+                let resp = client
+                    .post(format!("{}/{path}", server.base_url()))
+                    .json(&json!({"stream": true}))
+                    .send()
+                    .await
+                    .unwrap();
+                (resp.status().as_u16(), resp.text().await.unwrap())
+            };
+            bodies.push(tokio::time::timeout(T, fut).await.unwrap());
+        }
+        assert_eq!(bodies[0].0, 200);
+        assert!(
+            bodies[0].1.starts_with("event: response.created\n"),
+            "{}",
+            bodies[0].1
+        );
+        assert!(
+            bodies[0].1.contains("\"delta\":\"from \""),
+            "{}",
+            bodies[0].1
+        );
+        assert!(bodies[0].1.contains("event: response.completed\n"));
+        assert_eq!(bodies[1].0, 200);
+        assert!(
+            bodies[1].1.starts_with("event: message_start\n"),
+            "{}",
+            bodies[1].1
+        );
+        assert!(
+            bodies[1]
+                .1
+                .ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+        );
+        assert_eq!(bodies[2].0, 404, "not a dialect path");
+        let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+        assert_eq!(paths, ["/v1/responses", "/v1/messages", "/v1/embeddings"]);
     }
 
     #[tokio::test]

@@ -36,19 +36,20 @@
 //!   `tool` role only takes text;
 //! - a tool call that has no result before the next non-tool message gets a
 //!   synthetic `No result provided` result, so the server accepts the
-//!   history;
+//!   history, and a result that answers no open call is dropped (the
+//!   shared history rules);
 //! - `tools` is omitted when empty; `max_tokens` only when set;
 //!   `reasoning_effort` (`low`/`medium`/`high`; minimal→low, xhigh→high)
 //!   only when thinking is not off and the server supports it.
 
-use keel_protocol::{AssistantMessage, ContentBlock, Message, ThinkingLevel, ToolResultMessage};
+use keel_protocol::{AssistantMessage, ContentBlock, Message, ThinkingLevel};
 use serde_json::{Value, json};
 
 use super::ChatCompletionsConfig;
 use crate::ModelRequest;
+use crate::history::{self, Image, Item, TOOL_IMAGES_TEXT};
 
-/// The text of the synthetic result sent for a tool call without a result.
-pub const MISSING_RESULT_TEXT: &str = "No result provided";
+pub use crate::history::MISSING_RESULT_TEXT;
 
 /// The JSON body for `request` on a server configured as `config`.
 pub fn build_request_body(request: &ModelRequest, config: &ChatCompletionsConfig) -> Value {
@@ -98,166 +99,94 @@ pub fn reasoning_effort(level: ThinkingLevel) -> Option<&'static str> {
 }
 
 /// Builds the `messages` array.
-struct Converter {
-    out: Vec<Value>,
-    /// Tool call ids of the last assistant message still waiting for results.
-    open_calls: Vec<String>,
-    /// Image parts from the current run of tool results.
-    pending_images: Vec<Value>,
-}
-
 fn convert_messages(system_prompt: &str, messages: &[Message], developer_role: bool) -> Vec<Value> {
-    let mut c = Converter {
-        out: Vec::new(),
-        open_calls: Vec::new(),
-        pending_images: Vec::new(),
-    };
+    let mut out = Vec::new();
     if !system_prompt.is_empty() {
         let role = if developer_role {
             "developer"
         } else {
             "system"
         };
-        c.out.push(json!({"role": role, "content": system_prompt}));
+        out.push(json!({"role": role, "content": system_prompt}));
     }
-    for message in messages {
-        match message {
-            Message::ToolResult(result) => c.tool_result(result),
-            Message::User(user) => {
-                c.end_tool_results();
-                if let Some(content) = user_content(&user.content) {
-                    c.out.push(json!({"role": "user", "content": content}));
+    for item in history::items(messages) {
+        match item {
+            Item::User(blocks) => {
+                if let Some(content) = user_content(blocks) {
+                    out.push(json!({"role": "user", "content": content}));
                 }
             }
-            Message::Assistant(assistant) => {
-                c.end_tool_results();
-                c.assistant(assistant);
-            }
-        }
-    }
-    c.end_tool_results();
-    c.out
-}
-
-impl Converter {
-    fn assistant(&mut self, message: &AssistantMessage) {
-        let mut text = String::new();
-        let mut tool_calls = Vec::new();
-        for block in &message.content {
-            match block {
-                ContentBlock::Text { text: t } => text.push_str(t),
-                ContentBlock::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                } => {
-                    tool_calls.push(json!({
-                        "id": id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": arguments_string(arguments)},
+            Item::Assistant(assistant) => out.extend(assistant_message(assistant)),
+            Item::ToolResults(run) => {
+                let mut images = Vec::new();
+                for result in &run {
+                    out.push(json!({
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": result.text_or_placeholder(),
                     }));
-                    self.open_calls.push(id.clone());
+                    images.extend(result.images.iter().map(image_part));
                 }
-                ContentBlock::Thinking { .. } | ContentBlock::Image { .. } => {}
+                if !images.is_empty() {
+                    let mut parts = vec![json!({"type": "text", "text": TOOL_IMAGES_TEXT})];
+                    parts.append(&mut images);
+                    out.push(json!({"role": "user", "content": parts}));
+                }
             }
         }
-        if text.is_empty() && tool_calls.is_empty() {
-            return;
-        }
-        let mut msg = json!({
-            "role": "assistant",
-            "content": if text.is_empty() { Value::Null } else { Value::String(text) },
-        });
-        if !tool_calls.is_empty() {
-            msg["tool_calls"] = Value::Array(tool_calls);
-        }
-        self.out.push(msg);
     }
-
-    fn tool_result(&mut self, result: &ToolResultMessage) {
-        let texts: Vec<&str> = result
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let images: Vec<Value> = result.content.iter().filter_map(image_part).collect();
-        let mut text = texts.join("\n");
-        if text.is_empty() && !images.is_empty() {
-            text = "(see attached image)".to_owned();
-        }
-        self.out.push(json!({
-            "role": "tool",
-            "tool_call_id": result.tool_call_id,
-            "content": text,
-        }));
-        self.open_calls.retain(|id| id != &result.tool_call_id);
-        self.pending_images.extend(images);
-    }
-
-    /// Closes a run of tool results: synthetic results for unanswered calls,
-    /// then the images the results carried.
-    fn end_tool_results(&mut self) {
-        for id in std::mem::take(&mut self.open_calls) {
-            self.out.push(json!({
-                "role": "tool",
-                "tool_call_id": id,
-                "content": MISSING_RESULT_TEXT,
-            }));
-        }
-        if !self.pending_images.is_empty() {
-            let mut parts =
-                vec![json!({"type": "text", "text": "Attached image(s) from tool result:"})];
-            parts.append(&mut self.pending_images);
-            self.out.push(json!({"role": "user", "content": parts}));
-        }
-    }
+    out
 }
 
-/// Tool call arguments as the JSON string the wire expects.
-fn arguments_string(arguments: &Value) -> String {
-    match arguments {
-        // Arguments kept raw (unparseable JSON) are replayed as they came.
-        Value::String(raw) => raw.clone(),
-        Value::Null => "{}".to_owned(),
-        other => other.to_string(),
+/// An assistant message, or `None` when it has neither text nor tool calls.
+fn assistant_message(message: &AssistantMessage) -> Option<Value> {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Text { text: t } => text.push_str(t),
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => tool_calls.push(json!({
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": history::arguments_string(arguments)},
+            })),
+            ContentBlock::Thinking { .. } | ContentBlock::Image { .. } => {}
+        }
     }
+    if text.is_empty() && tool_calls.is_empty() {
+        return None;
+    }
+    let mut msg = json!({
+        "role": "assistant",
+        "content": if text.is_empty() { Value::Null } else { Value::String(text) },
+    });
+    if !tool_calls.is_empty() {
+        msg["tool_calls"] = Value::Array(tool_calls);
+    }
+    Some(msg)
 }
 
-fn image_part(block: &ContentBlock) -> Option<Value> {
-    match block {
-        ContentBlock::Image { data, mime_type } => Some(json!({
-            "type": "image_url",
-            "image_url": {"url": format!("data:{mime_type};base64,{data}")},
-        })),
-        _ => None,
-    }
+fn image_part(image: &Image<'_>) -> Value {
+    json!({"type": "image_url", "image_url": {"url": image.data_url()}})
 }
 
 /// A user message's `content`: a string when it is text only, content parts
 /// when it has images, `None` when it is empty.
 fn user_content(blocks: &[ContentBlock]) -> Option<Value> {
-    let has_images = blocks
-        .iter()
-        .any(|b| matches!(b, ContentBlock::Image { .. }));
-    if !has_images {
-        let texts: Vec<&str> = blocks
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let text = texts.join("\n");
+    let images = history::images(blocks);
+    if images.is_empty() {
+        let text = history::joined_text(blocks);
         return (!text.is_empty()).then_some(Value::String(text));
     }
     let parts: Vec<Value> = blocks
         .iter()
         .filter_map(|b| match b {
             ContentBlock::Text { text } => Some(json!({"type": "text", "text": text})),
-            image @ ContentBlock::Image { .. } => image_part(image),
+            ContentBlock::Image { data, mime_type } => Some(image_part(&Image { mime_type, data })),
             _ => None,
         })
         .collect();
@@ -267,7 +196,7 @@ fn user_content(blocks: &[ContentBlock]) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_protocol::{StopReason, ToolSpec, Usage, UserMessage};
+    use keel_protocol::{StopReason, ToolResultMessage, ToolSpec, Usage, UserMessage};
 
     fn user(text: &str) -> Message {
         Message::User(UserMessage {

@@ -31,7 +31,7 @@
 //! `length` → Length, `tool_calls`/`function_call` → ToolUse,
 //! `content_filter` → Error, anything else → Stop; `stop` with tool calls in
 //! the response → ToolUse. `{"error":{…}}` → an error. A body that ends
-//! before any finish_reason or `[DONE]` → [`ErrorKind::StreamCut`].
+//! before any finish_reason or `[DONE]` → [`crate::ErrorKind::StreamCut`].
 
 use std::collections::BTreeMap;
 
@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::http::SseDecoder;
 use crate::sse::SseEvent;
-use crate::{Error, ErrorKind, ModelEvent, Result};
+use crate::{Error, ModelEvent, Result};
 
 #[derive(Debug, Default)]
 struct ToolCallState {
@@ -78,13 +78,7 @@ impl ChunkDecoder {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            let shown: String = data.chars().take(200).collect();
-            Error::new(
-                ErrorKind::Decode,
-                format!("invalid JSON chunk from {}: {e}: {shown}", self.url),
-            )
-        })?;
+        let chunk = crate::http::parse_json_data(data, &self.url)?;
         let error = &chunk["error"];
         if !error.is_null() {
             let error = if error.is_object() {
@@ -214,14 +208,7 @@ impl SseDecoder for ChunkDecoder {
         if self.finish_reason.is_some() {
             return Ok(self.finish());
         }
-        let how = if mid_event { " mid-event" } else { "" };
-        Err(Error::new(
-            ErrorKind::StreamCut,
-            format!(
-                "stream from {} ended{how} before the response finished",
-                self.url
-            ),
-        ))
+        Err(crate::http::cut_error(&self.url, mid_event))
     }
 
     fn on_body_error(&mut self, error: Error) -> Result<Vec<ModelEvent>> {
@@ -265,6 +252,7 @@ pub(crate) fn parse_usage(usage: &Value) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
     use serde_json::json;
 
     fn chunk(delta: Value) -> String {

@@ -1,0 +1,409 @@
+//! Choosing and building a provider from configuration.
+//!
+//! This module owns [`Dialect`] (the wire dialect a provider speaks, with its
+//! configuration names), [`ProviderSpec`] (everything needed to reach one
+//! configured provider, whatever its dialect), [`build_provider`] (the
+//! factory the CLI calls) and the presets of well-known providers
+//! ([`well_known_provider`]). It does not read configuration files or the
+//! environment: the CLI resolves `[providers.<name>]` (and `api_key_env`)
+//! into a [`ProviderSpec`].
+//!
+//! Dialect names (as in `config.toml` and [`crate::Provider::api`]):
+//! `openai-completions` (aliases `openai-chat`, `chat-completions`,
+//! `completions`), `openai-responses` (alias `responses`),
+//! `anthropic-messages` (aliases `anthropic`, `messages`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::anthropic::AnthropicProvider;
+use crate::chat_completions::{
+    ChatCompletionsConfig, ChatCompletionsProvider, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
+};
+use crate::responses::ResponsesProvider;
+use crate::{Error, ErrorKind, Provider, Result};
+
+/// A wire dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dialect {
+    /// OpenAI Chat Completions and compatibles (Ollama, vLLM, llama.cpp,
+    /// LM Studio, OpenRouter, …): `POST {base}/chat/completions`.
+    #[serde(
+        rename = "openai-completions",
+        alias = "openai-chat",
+        alias = "chat-completions",
+        alias = "completions"
+    )]
+    OpenAiCompletions,
+    /// OpenAI Responses: `POST {base}/responses`.
+    #[serde(rename = "openai-responses", alias = "responses")]
+    OpenAiResponses,
+    /// Anthropic Messages: `POST {base}/messages`.
+    #[serde(rename = "anthropic-messages", alias = "anthropic", alias = "messages")]
+    AnthropicMessages,
+}
+
+impl Dialect {
+    pub const ALL: [Dialect; 3] = [
+        Dialect::OpenAiCompletions,
+        Dialect::OpenAiResponses,
+        Dialect::AnthropicMessages,
+    ];
+
+    /// The canonical name, as returned by [`crate::Provider::api`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::OpenAiCompletions => crate::chat_completions::API,
+            Dialect::OpenAiResponses => crate::responses::API,
+            Dialect::AnthropicMessages => crate::anthropic::API,
+        }
+    }
+
+    /// The path appended to the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Dialect::OpenAiCompletions => "chat/completions",
+            Dialect::OpenAiResponses => "responses",
+            Dialect::AnthropicMessages => "messages",
+        }
+    }
+}
+
+impl std::fmt::Display for Dialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Dialect {
+    type Err = Error;
+
+    /// Accepts the canonical names and the aliases of the module docs.
+    fn from_str(s: &str) -> Result<Self> {
+        serde_json::from_value(serde_json::Value::String(s.trim().to_owned())).map_err(|_| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format!(
+                    "unknown dialect {s:?}: expected openai-completions, openai-responses or anthropic-messages"
+                ),
+            )
+        })
+    }
+}
+
+/// How to reach one configured provider. `Debug` never shows the key or
+/// header values.
+#[derive(Clone, PartialEq)]
+pub struct ProviderSpec {
+    /// Provider name as configured (`openai`, `anthropic`, `ollama`, …).
+    pub name: String,
+    pub dialect: Dialect,
+    /// For example `https://api.openai.com/v1` (a trailing `/` is fine).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer` (OpenAI dialects) or `x-api-key`
+    /// (Anthropic); none is sent when `None` or empty.
+    pub api_key: Option<String>,
+    /// Extra request headers; they replace default headers of the same
+    /// name (for example `anthropic-version` or `anthropic-beta`).
+    pub extra_headers: Vec<(String, String)>,
+    /// Longest wait for the next bytes of a streaming body.
+    pub idle_timeout: Duration,
+    /// Longest wait for a TCP/TLS connection.
+    pub connect_timeout: Duration,
+    /// Longest wait from sending the request to the response headers.
+    pub request_timeout: Duration,
+    /// Chat Completions only: send `reasoning_effort`. `None`: only for
+    /// `api.openai.com`.
+    pub supports_reasoning_effort: Option<bool>,
+    /// Chat Completions only: send the system prompt as `developer`.
+    /// `None`: only for `api.openai.com`.
+    pub supports_developer_role: Option<bool>,
+}
+
+impl ProviderSpec {
+    /// A spec with no key, no extra headers and default timeouts.
+    pub fn new(name: impl Into<String>, dialect: Dialect, base_url: impl Into<String>) -> Self {
+        ProviderSpec {
+            name: name.into(),
+            dialect,
+            base_url: base_url.into(),
+            api_key: None,
+            extra_headers: Vec::new(),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            supports_reasoning_effort: None,
+            supports_developer_role: None,
+        }
+    }
+
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// `{base_url}/{dialect path}`.
+    pub fn endpoint(&self) -> String {
+        format!(
+            "{}/{}",
+            self.base_url.trim_end_matches('/'),
+            self.dialect.path()
+        )
+    }
+
+    /// Whether the base URL points at OpenAI itself.
+    fn is_openai(&self) -> bool {
+        reqwest::Url::parse(&self.base_url)
+            .ok()
+            .and_then(|u| {
+                u.host_str()
+                    .map(|h| h.eq_ignore_ascii_case("api.openai.com"))
+            })
+            .unwrap_or(false)
+    }
+}
+
+impl std::fmt::Debug for ProviderSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<&str> = self.extra_headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("ProviderSpec")
+            .field("name", &self.name)
+            .field("dialect", &self.dialect)
+            .field("base_url", &crate::error::redact_url(&self.base_url))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("extra_headers", &header_names)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("supports_reasoning_effort", &self.supports_reasoning_effort)
+            .field("supports_developer_role", &self.supports_developer_role)
+            .finish()
+    }
+}
+
+impl From<&ProviderSpec> for ChatCompletionsConfig {
+    fn from(spec: &ProviderSpec) -> Self {
+        let openai = spec.is_openai();
+        ChatCompletionsConfig {
+            name: spec.name.clone(),
+            base_url: spec.base_url.clone(),
+            api_key: spec.api_key.clone(),
+            extra_headers: spec.extra_headers.clone(),
+            idle_timeout: spec.idle_timeout,
+            connect_timeout: spec.connect_timeout,
+            request_timeout: spec.request_timeout,
+            supports_reasoning_effort: spec.supports_reasoning_effort.unwrap_or(openai),
+            supports_developer_role: spec.supports_developer_role.unwrap_or(openai),
+        }
+    }
+}
+
+/// The streaming endpoint of `spec` on `client`, authenticating as `auth`
+/// with these default headers (extra headers override them).
+pub(crate) fn sse_endpoint(
+    spec: &ProviderSpec,
+    client: reqwest::Client,
+    auth: crate::http::Auth,
+    defaults: &[(&'static str, &str)],
+) -> Result<crate::http::SseEndpoint> {
+    let headers = crate::http::build_headers(
+        &spec.name,
+        spec.api_key.as_deref(),
+        auth,
+        defaults,
+        &spec.extra_headers,
+    )?;
+    Ok(crate::http::SseEndpoint {
+        client,
+        url: spec.endpoint(),
+        headers,
+        request_timeout: spec.request_timeout,
+        idle_timeout: spec.idle_timeout,
+    })
+}
+
+/// The provider for `spec`, with its own HTTP client. Fails (with
+/// [`ErrorKind::BadRequest`]) when the key or an extra header is not a valid
+/// header value, or when the client cannot be built.
+pub fn build_provider(spec: &ProviderSpec) -> Result<Arc<dyn Provider>> {
+    let client = crate::http::build_client(spec.connect_timeout)?;
+    build_provider_with_client(spec, client)
+}
+
+/// Like [`build_provider`], on a shared client (see [`crate::build_client`]).
+pub fn build_provider_with_client(
+    spec: &ProviderSpec,
+    client: reqwest::Client,
+) -> Result<Arc<dyn Provider>> {
+    Ok(match spec.dialect {
+        Dialect::OpenAiCompletions => Arc::new(ChatCompletionsProvider::with_client(
+            ChatCompletionsConfig::from(spec),
+            client,
+        )?),
+        Dialect::OpenAiResponses => Arc::new(ResponsesProvider::with_client(spec.clone(), client)?),
+        Dialect::AnthropicMessages => {
+            Arc::new(AnthropicProvider::with_client(spec.clone(), client)?)
+        }
+    })
+}
+
+/// Defaults for a provider keel knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderPreset {
+    pub name: &'static str,
+    pub dialect: Dialect,
+    pub base_url: &'static str,
+    /// The environment variable holding the key (`None`: no key needed).
+    pub api_key_env: Option<&'static str>,
+}
+
+impl ProviderPreset {
+    /// A [`ProviderSpec`] from this preset (no key: the caller reads
+    /// `api_key_env`).
+    pub fn spec(&self) -> ProviderSpec {
+        ProviderSpec::new(self.name, self.dialect, self.base_url)
+    }
+}
+
+/// The providers that work without configuration beyond a key.
+pub const WELL_KNOWN_PROVIDERS: &[ProviderPreset] = &[
+    ProviderPreset {
+        name: "openai",
+        dialect: Dialect::OpenAiResponses,
+        base_url: "https://api.openai.com/v1",
+        api_key_env: Some("OPENAI_API_KEY"),
+    },
+    ProviderPreset {
+        name: "anthropic",
+        dialect: Dialect::AnthropicMessages,
+        base_url: "https://api.anthropic.com/v1",
+        api_key_env: Some("ANTHROPIC_API_KEY"),
+    },
+    ProviderPreset {
+        name: "openrouter",
+        dialect: Dialect::OpenAiCompletions,
+        base_url: "https://openrouter.ai/api/v1",
+        api_key_env: Some("OPENROUTER_API_KEY"),
+    },
+    ProviderPreset {
+        name: "ollama",
+        dialect: Dialect::OpenAiCompletions,
+        base_url: "http://127.0.0.1:11434/v1",
+        api_key_env: None,
+    },
+    ProviderPreset {
+        name: "vllm",
+        dialect: Dialect::OpenAiCompletions,
+        base_url: "http://127.0.0.1:8000/v1",
+        api_key_env: None,
+    },
+    ProviderPreset {
+        name: "lmstudio",
+        dialect: Dialect::OpenAiCompletions,
+        base_url: "http://127.0.0.1:1234/v1",
+        api_key_env: None,
+    },
+    ProviderPreset {
+        name: "llamacpp",
+        dialect: Dialect::OpenAiCompletions,
+        base_url: "http://127.0.0.1:8080/v1",
+        api_key_env: None,
+    },
+];
+
+/// The preset of a well-known provider, by name (case-insensitive).
+pub fn well_known_provider(name: &str) -> Option<&'static ProviderPreset> {
+    WELL_KNOWN_PROVIDERS
+        .iter()
+        .find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialect_names_and_aliases() {
+        for d in Dialect::ALL {
+            assert_eq!(d.as_str().parse::<Dialect>().unwrap(), d);
+            assert_eq!(
+                serde_json::to_value(d).unwrap(),
+                serde_json::json!(d.as_str())
+            );
+        }
+        assert_eq!(
+            "responses".parse::<Dialect>().unwrap(),
+            Dialect::OpenAiResponses
+        );
+        assert_eq!(
+            "anthropic".parse::<Dialect>().unwrap(),
+            Dialect::AnthropicMessages
+        );
+        assert_eq!(
+            "chat-completions".parse::<Dialect>().unwrap(),
+            Dialect::OpenAiCompletions
+        );
+        let err = "gemini".parse::<Dialect>().unwrap_err();
+        assert!(err.message.contains("unknown dialect"), "{err}");
+    }
+
+    #[test]
+    fn endpoints_and_redacted_debug() {
+        let spec = ProviderSpec::new("a", Dialect::AnthropicMessages, "http://h/v1/")
+            .with_api_key("sk-ant-secret");
+        assert_eq!(spec.endpoint(), "http://h/v1/messages");
+        let mut spec2 = spec.clone();
+        spec2.extra_headers = vec![("x-secret".into(), "hidden-value".into())];
+        let debug = format!("{spec2:?}");
+        assert!(!debug.contains("sk-ant-secret"), "{debug}");
+        assert!(!debug.contains("hidden-value"), "{debug}");
+        assert!(debug.contains("x-secret"));
+        let spec = ProviderSpec::new("o", Dialect::OpenAiResponses, "https://api.openai.com/v1");
+        assert_eq!(spec.endpoint(), "https://api.openai.com/v1/responses");
+    }
+
+    #[test]
+    fn completions_flags_default_to_openai_only() {
+        let openai =
+            ProviderSpec::new("o", Dialect::OpenAiCompletions, "https://api.openai.com/v1");
+        let cfg = ChatCompletionsConfig::from(&openai);
+        assert!(cfg.supports_reasoning_effort && cfg.supports_developer_role);
+        let mut local = ProviderSpec::new("l", Dialect::OpenAiCompletions, "http://127.0.0.1:1/v1");
+        let cfg = ChatCompletionsConfig::from(&local);
+        assert!(!cfg.supports_reasoning_effort && !cfg.supports_developer_role);
+        local.supports_reasoning_effort = Some(true);
+        assert!(ChatCompletionsConfig::from(&local).supports_reasoning_effort);
+    }
+
+    #[test]
+    fn factory_builds_each_dialect_and_rejects_bad_headers() {
+        for d in Dialect::ALL {
+            let spec = ProviderSpec::new("p", d, "http://127.0.0.1:9/v1").with_api_key("k");
+            let p = build_provider(&spec).unwrap();
+            assert_eq!(p.api(), d.as_str());
+            assert_eq!(p.name(), "p");
+        }
+        let mut spec = ProviderSpec::new("p", Dialect::AnthropicMessages, "http://h/v1");
+        spec.api_key = Some("bad\nkey-secret".into());
+        let err = build_provider(&spec).err().unwrap();
+        assert_eq!(err.kind, ErrorKind::BadRequest);
+        assert!(!err.message.contains("key-secret"));
+    }
+
+    #[test]
+    fn presets() {
+        let p = well_known_provider("OpenAI").unwrap();
+        assert_eq!(p.dialect, Dialect::OpenAiResponses);
+        assert_eq!(p.spec().endpoint(), "https://api.openai.com/v1/responses");
+        assert_eq!(
+            well_known_provider("anthropic").unwrap().spec().endpoint(),
+            "https://api.anthropic.com/v1/messages"
+        );
+        assert_eq!(well_known_provider("ollama").unwrap().api_key_env, None);
+        assert!(well_known_provider("nope").is_none());
+    }
+}

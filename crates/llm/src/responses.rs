@@ -1,0 +1,84 @@
+//! The OpenAI Responses dialect (`openai-responses`).
+//!
+//! This module owns [`ResponsesProvider`]: the endpoint
+//! (`POST {base_url}/responses`), the headers (`Authorization: Bearer <key>`
+//! when a key is set, plus configured extra headers), and wiring the request
+//! body ([`request`]) and the event decoder (`stream`) to the shared HTTP
+//! plumbing. Requests are stateless (`store: false`): the whole history is
+//! sent every time, with encrypted reasoning carried in thinking blocks'
+//! signatures. It does not compute cost, retry, or clamp thinking levels
+//! (the catalogue does, before the request is built).
+
+pub mod request;
+mod stream;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::{Dialect, ProviderSpec};
+use crate::{ModelRequest, ModelStream, Provider, Result, http};
+
+pub use request::build_request_body;
+
+/// The wire dialect name reported by [`Provider::api`].
+pub const API: &str = "openai-responses";
+
+/// An OpenAI Responses server.
+#[derive(Debug, Clone)]
+pub struct ResponsesProvider {
+    spec: ProviderSpec,
+    endpoint: http::SseEndpoint,
+}
+
+impl ResponsesProvider {
+    /// A provider with its own HTTP client (rustls, `connect_timeout`).
+    /// `spec.dialect` is ignored: this is the Responses dialect.
+    pub fn new(spec: ProviderSpec) -> Result<Self> {
+        let client = http::build_client(spec.connect_timeout)?;
+        ResponsesProvider::with_client(spec, client)
+    }
+
+    /// A provider on a shared client (see [`crate::build_client`]). Fails if
+    /// an extra header or the key is not a valid header value.
+    pub fn with_client(mut spec: ProviderSpec, client: reqwest::Client) -> Result<Self> {
+        spec.dialect = Dialect::OpenAiResponses;
+        let endpoint = crate::provider::sse_endpoint(&spec, client, http::Auth::Bearer, &[])?;
+        Ok(ResponsesProvider { spec, endpoint })
+    }
+
+    pub fn spec(&self) -> &ProviderSpec {
+        &self.spec
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint.url
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for ResponsesProvider {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn api(&self) -> &str {
+        API
+    }
+
+    async fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<ModelStream> {
+        let body = build_request_body(&request, &self.spec.name);
+        tracing::debug!(
+            provider = %self.spec.name,
+            model = %request.model,
+            messages = request.messages.len(),
+            tools = request.tools.len(),
+            "responses request"
+        );
+        let decoder = stream::ResponsesDecoder::new(&self.endpoint.url);
+        self.endpoint.stream(&body, decoder, cancel).await
+    }
+}
