@@ -1,0 +1,467 @@
+//! Approval classes and the one table that gives every tool call its class.
+//!
+//! Owns [`Class`] (`read < write < send < money`), the table of built-in
+//! tools ([`BUILTIN_TOOLS`]), how host and MCP tools declare a class, and
+//! [`classify`]: tool name + arguments (+ where the tool comes from) → class,
+//! reason and the target a rule can be scoped to (a path, a host, a parsed
+//! shell command). Unknown tools are send. It must not know about modes,
+//! rules, storage or the agent loop.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::shell::{self, ShellAnalysis};
+
+/// How far a call reaches. Ordered: `Read < Write < Send < Money`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// Looks things up. Never asks.
+    #[default]
+    Read,
+    /// Changes the workspace's own files.
+    Write,
+    /// Reaches people, services or the machine beyond the workspace; runs programs.
+    Send,
+    /// Spends money or deletes something.
+    Money,
+}
+
+impl Class {
+    pub const ALL: [Class; 4] = [Class::Read, Class::Write, Class::Send, Class::Money];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Read => "read",
+            Class::Write => "write",
+            Class::Send => "send",
+            Class::Money => "money",
+        }
+    }
+
+    /// The pill a prompt shows.
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Read => "Reads",
+            Class::Write => "Makes changes",
+            Class::Send => "Reaches out",
+            Class::Money => "Money or deletes",
+        }
+    }
+
+    /// The class of an MCP tool from its annotations: `readOnlyHint` → read;
+    /// an explicit `destructiveHint: true` → money; explicitly
+    /// non-destructive and closed-world (`openWorldHint: false`) → write;
+    /// anything else → send.
+    pub fn from_mcp_hints(
+        read_only: Option<bool>,
+        destructive: Option<bool>,
+        open_world: Option<bool>,
+    ) -> Class {
+        if read_only == Some(true) {
+            Class::Read
+        } else if destructive == Some(true) {
+            Class::Money
+        } else if destructive == Some(false) && open_world == Some(false) {
+            Class::Write
+        } else {
+            Class::Send
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Class {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "read" => Ok(Class::Read),
+            "write" => Ok(Class::Write),
+            "send" => Ok(Class::Send),
+            "money" => Ok(Class::Money),
+            _ => Err(Error::Invalid {
+                what: "approval class",
+                value: s.to_owned(),
+            }),
+        }
+    }
+}
+
+/// How a built-in tool is classed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltinKind {
+    /// Always read.
+    Read,
+    /// Changes the file named by its `path` argument.
+    WritesPath,
+    /// Runs its `command` argument through the shell analyser.
+    Shell,
+}
+
+/// Every built-in tool and how it is classed. A tool missing here is send.
+pub const BUILTIN_TOOLS: &[(&str, BuiltinKind)] = &[
+    ("read", BuiltinKind::Read),
+    ("grep", BuiltinKind::Read),
+    ("find", BuiltinKind::Read),
+    ("ls", BuiltinKind::Read),
+    ("write", BuiltinKind::WritesPath),
+    ("edit", BuiltinKind::WritesPath),
+    ("bash", BuiltinKind::Shell),
+];
+
+/// Argument names that hold a URL, in the order they are looked at.
+pub const URL_FIELDS: &[&str] = &["url", "uri", "href", "endpoint", "address"];
+
+/// Argument names that name an operation of a host tool.
+pub const OPERATION_FIELDS: &[&str] = &["operation", "action", "method"];
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolOrigin {
+    /// keel's own tools, classed by [`BUILTIN_TOOLS`].
+    #[default]
+    Builtin,
+    /// A host tool or MCP tool, with the class its definition declares
+    /// (`approvalClass`, or [`Class::from_mcp_hints`]); undeclared is send.
+    Host { class: Option<Class> },
+}
+
+/// What a call acts on, as far as rules are concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    None,
+    /// A file: its absolute path and, when inside the workspace, its path
+    /// relative to the workspace root (with `/` separators).
+    Path {
+        absolute: PathBuf,
+        relative: Option<String>,
+    },
+    /// A URL's host (lower case).
+    Host {
+        host: String,
+        url: String,
+    },
+    /// A shell command line, analysed.
+    Shell {
+        analysis: ShellAnalysis,
+    },
+}
+
+/// The class of one call and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classification {
+    pub tool: String,
+    pub class: Class,
+    /// False when part of the call could not be seen through (shell only).
+    pub understood: bool,
+    pub reason: String,
+    /// The host tool's operation (`operation`/`action`/`method` argument).
+    pub operation: Option<String>,
+    pub target: Target,
+}
+
+/// Classes one call. `cwd` is the workspace root paths resolve against.
+pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Classification {
+    let base = |class: Class, reason: String| Classification {
+        tool: tool.to_owned(),
+        class,
+        understood: true,
+        reason,
+        operation: None,
+        target: Target::None,
+    };
+    match origin {
+        ToolOrigin::Host { class } => {
+            let mut c = match class {
+                Some(class) => base(class, format!("the host declares `{tool}` as {class}")),
+                None => base(
+                    Class::Send,
+                    format!("`{tool}` is a host tool that declares no class"),
+                ),
+            };
+            c.operation = operation_of(args);
+            if let Some((host, url)) = url_of(args) {
+                c.target = Target::Host { host, url };
+            }
+            c
+        }
+        ToolOrigin::Builtin => match BUILTIN_TOOLS.iter().find(|(n, _)| *n == tool) {
+            None => base(Class::Send, format!("`{tool}` is not a known tool")),
+            Some((_, BuiltinKind::Read)) => base(Class::Read, format!("`{tool}` only reads")),
+            Some((_, BuiltinKind::WritesPath)) => classify_path_write(tool, args, cwd),
+            Some((_, BuiltinKind::Shell)) => {
+                let Some(command) = args.get("command").and_then(Value::as_str) else {
+                    let mut c = base(Class::Send, "the shell call has no command".to_owned());
+                    c.understood = false;
+                    return c;
+                };
+                let analysis = shell::analyze(command);
+                Classification {
+                    tool: tool.to_owned(),
+                    class: analysis.class,
+                    understood: analysis.understood,
+                    reason: analysis.reason(),
+                    operation: None,
+                    target: Target::Shell { analysis },
+                }
+            }
+        },
+    }
+}
+
+fn classify_path_write(tool: &str, args: &Value, cwd: &Path) -> Classification {
+    let mut c = Classification {
+        tool: tool.to_owned(),
+        class: Class::Write,
+        understood: true,
+        reason: format!("`{tool}` changes a file"),
+        operation: None,
+        target: Target::None,
+    };
+    let Some(raw) = args.get("path").and_then(Value::as_str) else {
+        c.reason = format!("`{tool}` changes a file (no path given)");
+        return c;
+    };
+    let Ok(absolute) = keel_tools::resolve_path(cwd, raw) else {
+        c.reason = format!("`{tool}` changes a file (unusable path {raw:?})");
+        return c;
+    };
+    let root = keel_tools::normalize_path(cwd);
+    let relative = absolute.strip_prefix(&root).ok().map(|r| {
+        r.components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/")
+    });
+    let shown = relative
+        .clone()
+        .unwrap_or_else(|| absolute.display().to_string());
+    if let Some(why) = crate::shell::sensitive_path(&absolute.to_string_lossy()) {
+        c.class = Class::Send;
+        c.understood = false;
+        c.reason = format!("`{tool}` changes `{shown}`: {why}; never covered by rules");
+    } else if relative.is_some() {
+        c.reason = format!("`{tool}` changes `{shown}` in the workspace");
+    } else {
+        c.reason = format!("`{tool}` changes `{shown}`, outside the workspace");
+    }
+    c.target = Target::Path { absolute, relative };
+    c
+}
+
+/// A host tool's operation, if its arguments name one.
+pub fn operation_of(args: &Value) -> Option<String> {
+    OPERATION_FIELDS.iter().find_map(|f| {
+        args.get(*f).and_then(Value::as_str).map(|v| {
+            if *f == "method" {
+                v.to_ascii_uppercase()
+            } else {
+                v.to_owned()
+            }
+        })
+    })
+}
+
+/// The first URL argument and its host.
+pub fn url_of(args: &Value) -> Option<(String, String)> {
+    URL_FIELDS.iter().find_map(|f| {
+        let url = args.get(*f).and_then(Value::as_str)?;
+        url_host(url).map(|h| (h, url.to_owned()))
+    })
+}
+
+/// The host of an absolute URL (`scheme://[user@]host[:port]/...`), lower case.
+pub fn url_host(url: &str) -> Option<String> {
+    let (_, rest) = url.trim().split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host_port = authority.rsplit('@').next()?;
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        host_port.split(':').next()?
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    (!host.is_empty()).then_some(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_builtin_tool_is_in_the_table() {
+        let names: Vec<String> = keel_tools::builtin_tools()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        assert!(!names.is_empty());
+        for name in &names {
+            assert!(
+                BUILTIN_TOOLS.iter().any(|(n, _)| n == name),
+                "built-in tool `{name}` is missing from BUILTIN_TOOLS"
+            );
+        }
+        assert_eq!(
+            names.len(),
+            BUILTIN_TOOLS.len(),
+            "stale entries in BUILTIN_TOOLS"
+        );
+    }
+
+    #[test]
+    fn builtin_classes_follow_the_design() {
+        let cwd = Path::new("/ws");
+        let c = |tool: &str, args: Value| classify(tool, &args, ToolOrigin::Builtin, cwd).class;
+        for t in ["read", "grep", "find", "ls"] {
+            assert_eq!(
+                c(t, json!({"path": "/etc/passwd", "pattern": "x"})),
+                Class::Read,
+                "{t}"
+            );
+        }
+        assert_eq!(
+            c("write", json!({"path": "src/a.rs", "content": ""})),
+            Class::Write
+        );
+        assert_eq!(c("edit", json!({"path": "src/a.rs"})), Class::Write);
+        assert_eq!(c("bash", json!({"command": "ls -la"})), Class::Read);
+        assert_eq!(c("bash", json!({"command": "cargo test"})), Class::Send);
+        assert_eq!(c("bash", json!({"command": "rm -rf target"})), Class::Money);
+        assert_eq!(c("bash", json!({})), Class::Send);
+        assert_eq!(c("frobnicate", json!({})), Class::Send);
+    }
+
+    #[test]
+    fn writes_into_git_internals_are_send() {
+        let cwd = Path::new("/ws");
+        for p in [
+            ".git/hooks/pre-commit",
+            "/ws/.git/config",
+            "sub/.git/hooks/post-checkout",
+        ] {
+            let c = classify("write", &json!({"path": p}), ToolOrigin::Builtin, cwd);
+            assert_eq!(c.class, Class::Send, "{p}: {}", c.reason);
+            assert!(
+                !c.understood,
+                "{p}: path rules must never match git internals"
+            );
+        }
+        let c = classify(
+            "edit",
+            &json!({"path": "../elsewhere.txt"}),
+            ToolOrigin::Builtin,
+            cwd,
+        );
+        assert_eq!(c.class, Class::Write);
+        assert!(c.reason.contains("outside the workspace"), "{}", c.reason);
+        assert_eq!(
+            c.target,
+            Target::Path {
+                absolute: PathBuf::from("/elsewhere.txt"),
+                relative: None
+            }
+        );
+        let c = classify(
+            "edit",
+            &json!({"path": "./src/lib.rs"}),
+            ToolOrigin::Builtin,
+            cwd,
+        );
+        assert_eq!(
+            c.target,
+            Target::Path {
+                absolute: PathBuf::from("/ws/src/lib.rs"),
+                relative: Some("src/lib.rs".to_owned())
+            }
+        );
+    }
+
+    #[test]
+    fn host_tools_use_their_declared_class_else_send() {
+        let cwd = Path::new("/ws");
+        let declared = classify(
+            "read",
+            &json!({}),
+            ToolOrigin::Host {
+                class: Some(Class::Write),
+            },
+            cwd,
+        );
+        assert_eq!(
+            declared.class,
+            Class::Write,
+            "a host tool never takes a built-in's class"
+        );
+        let undeclared = classify(
+            "fetch",
+            &json!({"url": "https://API.Example.com:8443/v1?q=1", "method": "get"}),
+            ToolOrigin::Host { class: None },
+            cwd,
+        );
+        assert_eq!(undeclared.class, Class::Send);
+        assert_eq!(undeclared.operation.as_deref(), Some("GET"));
+        assert_eq!(
+            undeclared.target,
+            Target::Host {
+                host: "api.example.com".to_owned(),
+                url: "https://API.Example.com:8443/v1?q=1".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn mcp_hints() {
+        assert_eq!(
+            Class::from_mcp_hints(Some(true), Some(true), None),
+            Class::Read
+        );
+        assert_eq!(Class::from_mcp_hints(None, Some(true), None), Class::Money);
+        assert_eq!(
+            Class::from_mcp_hints(Some(false), Some(false), Some(false)),
+            Class::Write
+        );
+        assert_eq!(
+            Class::from_mcp_hints(Some(false), Some(false), None),
+            Class::Send
+        );
+        assert_eq!(Class::from_mcp_hints(None, None, None), Class::Send);
+    }
+
+    #[test]
+    fn class_order_and_names() {
+        assert!(
+            Class::Read < Class::Write && Class::Write < Class::Send && Class::Send < Class::Money
+        );
+        for c in Class::ALL {
+            assert_eq!(c.as_str().parse::<Class>().unwrap(), c);
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+        assert!("huge".parse::<Class>().is_err());
+    }
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(
+            url_host("https://user:pw@Example.org./x").as_deref(),
+            Some("example.org")
+        );
+        assert_eq!(url_host("http://[::1]:80/").as_deref(), Some("::1"));
+        assert_eq!(url_host("example.org/x"), None);
+        assert_eq!(url_host("https:///x"), None);
+    }
+}

@@ -1,0 +1,54 @@
+//! Waiting on a held call.
+//!
+//! Owns [`ApprovalEngine::wait`]: the wait is on the stored row, not on a
+//! socket or a channel. It re-reads the row whenever this engine nudges
+//! (a local decision), every `poll_interval` (a decision written by another
+//! process to the same database), and at the row's deadline (expiry); a
+//! cancel marks the row cancelled. Nothing here consumes the decision; see
+//! [`ApprovalEngine::settle`]. It must not know about the agent loop.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{ApprovalEngine, Resolution};
+use crate::error::{Error, Result};
+
+impl ApprovalEngine {
+    /// Waits until the request is decided, expires, or `cancel` fires (then
+    /// the request is marked cancelled, unless a decision landed first).
+    pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
+        loop {
+            // Register for nudges before reading, so a decision between the
+            // read and the await is not missed.
+            let notified = self.inner.nudge.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let row = self.request(request_id).await?;
+            let row = self.expire_if_due(row).await?;
+            if let Some(resolution) = Resolution::from_record(&row) {
+                return Ok(resolution);
+            }
+            let until_expiry =
+                u64::try_from(row.expires_at.saturating_sub(self.now())).unwrap_or(0);
+            let nap = self
+                .inner
+                .config
+                .poll_interval
+                .min(Duration::from_millis(until_expiry.max(1)));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(nap) => {}
+                _ = cancel.cancelled() => {
+                    self.cancel(request_id, "abort").await?;
+                    let row = self.request(request_id).await?;
+                    return Resolution::from_record(&row).ok_or_else(|| Error::Conflict {
+                        id: row.id.clone(),
+                        expected: row.revision,
+                    });
+                }
+            }
+        }
+    }
+}

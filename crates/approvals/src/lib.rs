@@ -1,0 +1,112 @@
+//! keel's approval gate: what may run unasked, and durable waits for a
+//! person's decision on the rest.
+//!
+//! This crate owns the class of a tool call (`read < write < send < money`,
+//! one table: [`class`]), shell-command analysis with tree-sitter-bash
+//! ([`shell`]), the per-workspace [`Mode`], always-allow [`rules`], the
+//! approval [`store`] (SQLite embedded, behind the [`ApprovalStore`] trait),
+//! and the [`ApprovalEngine`] that enforces the decision order, stores held
+//! calls before anyone hears of them, waits on the stored row (so a wait
+//! survives a restart and sees decisions written by another process),
+//! applies decisions by compare-and-swap, parks drafts for unattended runs,
+//! and writes an audit line for every evaluation and decision. It must not
+//! know about the agent loop, sessions' contents, or any wire format.
+//!
+//! # The decision order
+//!
+//! [`ApprovalEngine::gate_check`] is the one place a call is judged, and it
+//! fails closed (any error denies):
+//!
+//! 1. **read** runs (`approved_by: auto`);
+//! 2. a matching **always-allow rule** runs (`approved_by: rule`, with the
+//!    rule ids); money and calls not fully understood never match a rule;
+//! 3. if the workspace's **mode** asks for the class, the call is **held**
+//!    (stored as a pending request; a draft when the run is unattended);
+//! 4. otherwise it runs (`approved_by: auto`).
+//!
+//! # Integration point
+//!
+//! The agent core's gate (`keel_core::ApprovalGate`, with `ToolCallInfo` and
+//! `GateDecision`) maps onto [`ApprovalEngine::gate`], which checks and, for
+//! a held call, waits for the decision. An adapter is a few lines (the core
+//! depends on this crate, or the CLI adapts; this crate never depends on
+//! the core):
+//!
+//! ```ignore
+//! struct EngineGate {
+//!     engine: keel_approvals::ApprovalEngine,
+//!     workspace: String,
+//!     unattended: bool,
+//!     host_classes: HashMap<String, Option<keel_approvals::Class>>, // from set_host_tools
+//!     cancel: CancellationToken,                                   // cancelled on abort
+//! }
+//!
+//! #[async_trait::async_trait]
+//! impl ApprovalGate for EngineGate {
+//!     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
+//!         let ctx = keel_approvals::CallContext {
+//!             workspace: self.workspace.clone(),
+//!             cwd: call.cwd.clone(),
+//!             session_id: call.session_id.clone(),
+//!             call_id: call.call_id.clone(),
+//!             tool_name: call.tool_name.clone(),
+//!             args: call.args.clone(),
+//!             origin: match self.host_classes.get(&call.tool_name) {
+//!                 Some(class) => ToolOrigin::Host { class: *class },
+//!                 None => ToolOrigin::Builtin,
+//!             },
+//!             unattended: self.unattended,
+//!         };
+//!         match self.engine.gate(&ctx, &self.cancel).await {
+//!             GateOutcome::Allow { .. } => GateDecision::Allow,
+//!             GateOutcome::Drafted { message, .. } | GateOutcome::Deny { message, .. } => {
+//!                 GateDecision::Deny { message }
+//!             }
+//!             GateOutcome::Held { .. } => unreachable!("gate() waits"),
+//!         }
+//!     }
+//! }
+//! ```
+//!
+//! (`tests/adapter.rs` compiles and exercises exactly this against stand-ins
+//! for the core's types.) A host that must announce the request before
+//! waiting splits the step: [`ApprovalEngine::gate_check`] returns
+//! [`GateOutcome::Held`] with a [`PendingRequest`] (id, title, argument
+//! lines with secrets removed, class, reason, the always-allow offer), the
+//! host emits it, then calls [`ApprovalEngine::wait`] and
+//! [`ApprovalEngine::settle`]. After an approved call ran, call
+//! [`ApprovalEngine::finish`] so a crash between claiming and finishing is
+//! reported as "may or may not have happened" instead of running twice.
+//!
+//! Decisions come from anywhere with the database path (RPC, the CLI,
+//! another keel process): [`ApprovalEngine::decide`] with a [`Decision`];
+//! [`ApprovalEngine::decline_waiting`] when a new user message arrives;
+//! [`ApprovalEngine::cancel_session`] on abort; [`ApprovalEngine::pending`]
+//! lists what waits (also after a restart); [`ApprovalEngine::explain`]
+//! answers "why did this run?" from the audit table.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod card;
+pub mod class;
+pub mod clock;
+mod engine;
+mod error;
+pub mod mode;
+pub mod rules;
+pub mod shell;
+pub mod store;
+
+pub use card::{PendingRequest, messages};
+pub use class::{Class, Classification, ToolOrigin, classify};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{
+    ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,
+};
+pub use error::{Error, Result};
+pub use mode::Mode;
+pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
+pub use shell::{ShellAnalysis, ShellCommand, ShellWord, analyze};
+pub use store::{
+    ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, Delivery, RequestFilter,
+    SqliteStore, Status,
+};

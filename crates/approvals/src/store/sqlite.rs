@@ -1,0 +1,566 @@
+//! The embedded SQLite approval store.
+//!
+//! Owns [`SqliteStore`]: one connection per store (WAL, `synchronous=FULL`,
+//! a busy timeout so several keel processes can share the file), every call
+//! run on tokio's blocking pool, and the SQL for the [`ApprovalStore`]
+//! operations. Decisions are single `UPDATE ... WHERE id = ? AND revision = ?
+//! AND status = 'pending'` statements, so two processes deciding the same row
+//! cannot both win. It must not know about classes' meaning or waiting.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::types::{Type, Value as SqlValue};
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+
+use super::schema::migrate;
+use super::{
+    ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate, NewAudit, NewRequest,
+    RequestFilter,
+};
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+use crate::rules::{Lifetime, Rule, RuleScope};
+
+/// The approvals database in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+const REQUEST_COLUMNS: &str = "id, workspace, session_id, call_id, tool, operation, args_json, \
+    digest, class, reason, understood, offer_json, delivery, status, note, by_message, stop_turn, \
+    decided_by, approved_by, rule_id, idempotency_key, revision, created_at, decided_at, \
+    expires_at, consumed_at, finished_at, outcome, outcome_is_error, reported_at";
+
+const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kind, scope_value, label, \
+    session_id, created_at, created_from, last_matched_at, match_count";
+
+const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
+    mode, outcome, approved_by, rule_ids, decider, detail";
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub async fn open(path: impl Into<PathBuf>) -> Result<Self> {
+        let path = path.into();
+        tokio::task::spawn_blocking(move || Self::open_blocking(&path))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?
+    }
+
+    /// [`open`](Self::open) for callers outside an async context.
+    pub fn open_blocking(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        migrate(&mut conn)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn
+                .lock()
+                .map_err(|_| Error::Task("the approvals connection lock is poisoned".to_owned()))?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?
+    }
+}
+
+fn conversion(idx: usize, e: Error) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))
+}
+
+fn parse<T: FromStr<Err = Error>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let s: String = row.get(idx)?;
+    s.parse().map_err(|e| conversion(idx, e))
+}
+
+fn parse_opt<T: FromStr<Err = Error>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<T>> {
+    let s: Option<String> = row.get(idx)?;
+    s.map(|s| s.parse().map_err(|e| conversion(idx, e)))
+        .transpose()
+}
+
+fn json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let s: String = row.get(idx)?;
+    serde_json::from_str(&s).map_err(|e| conversion(idx, e.into()))
+}
+
+fn json_opt<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<T>> {
+    let s: Option<String> = row.get(idx)?;
+    s.map(|s| serde_json::from_str(&s).map_err(|e| conversion(idx, e.into())))
+        .transpose()
+}
+
+fn record(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: row.get(0)?,
+        workspace: row.get(1)?,
+        session_id: row.get(2)?,
+        call_id: row.get(3)?,
+        tool: row.get(4)?,
+        operation: row.get(5)?,
+        args: json(row, 6)?,
+        digest: row.get(7)?,
+        class: parse(row, 8)?,
+        reason: row.get(9)?,
+        understood: row.get(10)?,
+        offer: json_opt(row, 11)?,
+        delivery: parse(row, 12)?,
+        status: parse(row, 13)?,
+        note: row.get(14)?,
+        by_message: row.get(15)?,
+        stop_turn: row.get(16)?,
+        decided_by: row.get(17)?,
+        approved_by: parse_opt(row, 18)?,
+        rule_id: row.get(19)?,
+        idempotency_key: row.get(20)?,
+        revision: row.get(21)?,
+        created_at: row.get(22)?,
+        decided_at: row.get(23)?,
+        expires_at: row.get(24)?,
+        consumed_at: row.get(25)?,
+        finished_at: row.get(26)?,
+        outcome: row.get(27)?,
+        outcome_is_error: row.get(28)?,
+        reported_at: row.get(29)?,
+    })
+}
+
+fn rule(row: &Row<'_>) -> rusqlite::Result<Rule> {
+    let kind: String = row.get(4)?;
+    let value: String = row.get(5)?;
+    let scope = RuleScope::from_parts(&kind, &value).map_err(|e| conversion(4, e))?;
+    let session: Option<String> = row.get(7)?;
+    Ok(Rule {
+        id: row.get(0)?,
+        workspace: row.get(1)?,
+        tool: row.get(2)?,
+        operation: row.get(3)?,
+        scope,
+        label: row.get(6)?,
+        lifetime: match session {
+            Some(session_id) => Lifetime::Session { session_id },
+            None => Lifetime::Permanent,
+        },
+        created_at: row.get(8)?,
+        created_from: row.get(9)?,
+        last_matched_at: row.get(10)?,
+        match_count: row.get(11)?,
+    })
+}
+
+fn audit(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+    Ok(AuditEntry {
+        id: row.get(0)?,
+        entry: NewAudit {
+            at: row.get(1)?,
+            workspace: row.get(2)?,
+            session_id: row.get(3)?,
+            call_id: row.get(4)?,
+            request_id: row.get(5)?,
+            tool: row.get(6)?,
+            class: parse_opt(row, 7)?,
+            mode: parse_opt(row, 8)?,
+            outcome: row.get(9)?,
+            approved_by: parse_opt(row, 10)?,
+            rule_ids: json(row, 11)?,
+            decider: row.get(12)?,
+            detail: row.get(13)?,
+        },
+    })
+}
+
+fn get_request(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>> {
+    let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE id = ?1");
+    Ok(conn.query_row(&sql, [id], record).optional()?)
+}
+
+fn limit_value(limit: Option<usize>) -> i64 {
+    limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
+        self.run(move |conn| {
+            let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;
+            conn.execute(
+                "INSERT INTO approval_requests (id, workspace, session_id, call_id, tool, \
+                 operation, args_json, digest, class, reason, understood, offer_json, delivery, \
+                 status, revision, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'pending', 0, ?14, ?15)",
+                params![
+                    r.id,
+                    r.workspace,
+                    r.session_id,
+                    r.call_id,
+                    r.tool,
+                    r.operation,
+                    serde_json::to_string(&r.args)?,
+                    r.digest,
+                    r.class.as_str(),
+                    r.reason,
+                    r.understood,
+                    offer,
+                    r.delivery.as_str(),
+                    r.created_at,
+                    r.expires_at,
+                ],
+            )?;
+            get_request(conn, &r.id)?.ok_or_else(|| Error::RequestNotFound(r.id.clone()))
+        })
+        .await
+    }
+
+    async fn get_request(&self, id: &str) -> Result<Option<ApprovalRecord>> {
+        let id = id.to_owned();
+        self.run(move |conn| get_request(conn, &id)).await
+    }
+
+    async fn latest_for_call(
+        &self,
+        session_id: &str,
+        call_id: &str,
+    ) -> Result<Option<ApprovalRecord>> {
+        let (session_id, call_id) = (session_id.to_owned(), call_id.to_owned());
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests \
+                 WHERE session_id = ?1 AND call_id = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"
+            );
+            Ok(conn
+                .query_row(&sql, [session_id, call_id], record)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn list_requests(&self, filter: RequestFilter) -> Result<Vec<ApprovalRecord>> {
+        self.run(move |conn| {
+            let mut clauses = Vec::new();
+            let mut values: Vec<SqlValue> = Vec::new();
+            let mut add = |clause: &str, v: Option<String>| {
+                if let Some(v) = v {
+                    values.push(SqlValue::Text(v));
+                    clauses.push(format!("{clause} = ?{}", values.len()));
+                }
+            };
+            add("workspace", filter.workspace);
+            add("session_id", filter.session_id);
+            add("status", filter.status.map(|s| s.as_str().to_owned()));
+            add("delivery", filter.delivery.map(|d| d.as_str().to_owned()));
+            let where_sql = if clauses.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", clauses.join(" AND "))
+            };
+            values.push(SqlValue::Integer(limit_value(filter.limit)));
+            let sql = format!(
+                "SELECT {REQUEST_COLUMNS} FROM approval_requests {where_sql} \
+                 ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
+                values.len()
+            );
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map(params_from_iter(values), record)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        revision: i64,
+        u: DecisionUpdate,
+    ) -> Result<Option<ApprovalRecord>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let changed = conn.execute(
+                "UPDATE approval_requests SET status = ?1, note = ?2, by_message = ?3, \
+                 stop_turn = ?4, decided_by = ?5, approved_by = ?6, rule_id = ?7, \
+                 idempotency_key = ?8, decided_at = ?9, revision = revision + 1 \
+                 WHERE id = ?10 AND revision = ?11 AND status = 'pending'",
+                params![
+                    u.status.as_str(),
+                    u.note,
+                    u.by_message,
+                    u.stop_turn,
+                    u.decided_by,
+                    u.approved_by.map(|a| a.as_str()),
+                    u.rule_id,
+                    u.idempotency_key,
+                    u.decided_at,
+                    id,
+                    revision,
+                ],
+            )?;
+            if changed == 1 {
+                get_request(conn, &id)
+            } else {
+                Ok(None)
+            }
+        })
+        .await
+    }
+
+    async fn consume(&self, id: &str, at: i64) -> Result<bool> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            Ok(conn.execute(
+                "UPDATE approval_requests SET consumed_at = ?1 \
+                 WHERE id = ?2 AND status != 'pending' AND consumed_at IS NULL",
+                params![at, id],
+            )? == 1)
+        })
+        .await
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        at: i64,
+        outcome: Option<String>,
+        is_error: bool,
+    ) -> Result<bool> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            Ok(conn.execute(
+                "UPDATE approval_requests SET finished_at = ?1, outcome = ?2, outcome_is_error = ?3 \
+                 WHERE id = ?4 AND finished_at IS NULL",
+                params![at, outcome, is_error, id],
+            )? == 1)
+        })
+        .await
+    }
+
+    async fn mark_reported(&self, ids: &[String], at: i64) -> Result<()> {
+        let ids = ids.to_vec();
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            for id in &ids {
+                tx.execute(
+                    "UPDATE approval_requests SET reported_at = ?1 WHERE id = ?2 AND reported_at IS NULL",
+                    params![at, id],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn insert_rule(&self, r: Rule) -> Result<()> {
+        self.run(move |conn| {
+            let session = match &r.lifetime {
+                Lifetime::Permanent => None,
+                Lifetime::Session { session_id } => Some(session_id.clone()),
+            };
+            conn.execute(
+                "INSERT INTO approval_rules (id, workspace, tool, operation, scope_kind, \
+                 scope_value, label, session_id, created_at, created_from, last_matched_at, \
+                 match_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    r.id,
+                    r.workspace,
+                    r.tool,
+                    r.operation,
+                    r.scope.kind(),
+                    r.scope.value(),
+                    r.label,
+                    session,
+                    r.created_at,
+                    r.created_from,
+                    r.last_matched_at,
+                    r.match_count,
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_rules(&self, workspace: Option<&str>) -> Result<Vec<Rule>> {
+        let workspace = workspace.map(str::to_owned);
+        self.run(move |conn| {
+            let rows = match workspace {
+                Some(ws) => {
+                    let sql = format!(
+                        "SELECT {RULE_COLUMNS} FROM approval_rules WHERE workspace = ?1 \
+                         ORDER BY created_at, rowid"
+                    );
+                    let mut stmt = conn.prepare(&sql)?;
+                    stmt.query_map([ws], rule)?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+                None => {
+                    let sql = format!(
+                        "SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, rowid"
+                    );
+                    let mut stmt = conn.prepare(&sql)?;
+                    stmt.query_map([], rule)?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+            };
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn get_rule(&self, id: &str) -> Result<Option<Rule>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let sql = format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = ?1");
+            Ok(conn.query_row(&sql, [id], rule).optional()?)
+        })
+        .await
+    }
+
+    async fn delete_rule(&self, id: &str) -> Result<bool> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            Ok(conn.execute("DELETE FROM approval_rules WHERE id = ?1", [id])? == 1)
+        })
+        .await
+    }
+
+    async fn touch_rules(&self, ids: &[String], at: i64) -> Result<()> {
+        let ids = ids.to_vec();
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            for id in &ids {
+                tx.execute(
+                    "UPDATE approval_rules SET match_count = match_count + 1, last_matched_at = ?1 \
+                     WHERE id = ?2",
+                    params![at, id],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_mode(&self, workspace: &str) -> Result<Option<Mode>> {
+        let workspace = workspace.to_owned();
+        self.run(move |conn| {
+            let mode: Option<String> = conn
+                .query_row(
+                    "SELECT mode FROM approval_modes WHERE workspace = ?1",
+                    [workspace],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            mode.map(|m| m.parse()).transpose()
+        })
+        .await
+    }
+
+    async fn set_mode(&self, workspace: &str, mode: Mode, at: i64) -> Result<()> {
+        let workspace = workspace.to_owned();
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO approval_modes (workspace, mode, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (workspace) DO UPDATE SET mode = excluded.mode, updated_at = excluded.updated_at",
+                params![workspace, mode.as_str(), at],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn append_audit(&self, e: NewAudit) -> Result<()> {
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO approval_audit (at, workspace, session_id, call_id, request_id, tool, \
+                 class, mode, outcome, approved_by, rule_ids, decider, detail) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                params![
+                    e.at,
+                    e.workspace,
+                    e.session_id,
+                    e.call_id,
+                    e.request_id,
+                    e.tool,
+                    e.class.map(|c| c.as_str()),
+                    e.mode.map(|m| m.as_str()),
+                    e.outcome,
+                    e.approved_by.map(|a| a.as_str()),
+                    serde_json::to_string(&e.rule_ids)?,
+                    e.decider,
+                    e.detail,
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.run(move |conn| {
+            let mut clauses = Vec::new();
+            let mut values: Vec<SqlValue> = Vec::new();
+            for (col, v) in [
+                ("workspace", filter.workspace),
+                ("call_id", filter.call_id),
+                ("request_id", filter.request_id),
+            ] {
+                if let Some(v) = v {
+                    values.push(SqlValue::Text(v));
+                    clauses.push(format!("{col} = ?{}", values.len()));
+                }
+            }
+            let where_sql = if clauses.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", clauses.join(" AND "))
+            };
+            values.push(SqlValue::Integer(limit_value(filter.limit)));
+            let sql = format!(
+                "SELECT {AUDIT_COLUMNS} FROM approval_audit {where_sql} ORDER BY id DESC LIMIT ?{}",
+                values.len()
+            );
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map(params_from_iter(values), audit)?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+        .await
+    }
+}
