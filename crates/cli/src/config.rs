@@ -181,6 +181,15 @@ pub const NO_MODEL_HINT: &str = "no model configured: set KEEL_PROVIDER and KEEL
 
 /// Resolves flags > env (through clap) > config file > built-ins.
 pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved> {
+    match resolve_optional(global, args)? {
+        Some(r) => Ok(r),
+        None => bail!(NO_MODEL_HINT),
+    }
+}
+
+/// Like [`resolve`], but no model configured at all is `Ok(None)` (any
+/// other problem is still an error).
+pub fn resolve_optional(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Option<Resolved>> {
     let home = home_dir(global)?;
     let config_path = home.join("config.toml");
     let file = load_file(&config_path)?;
@@ -195,7 +204,7 @@ pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved
         provider = Some("custom".to_owned());
     }
     let (Some(model), Some(provider)) = (model, provider) else {
-        bail!(NO_MODEL_HINT);
+        return Ok(None);
     };
 
     let section = file.providers.get(&provider).cloned().unwrap_or_default();
@@ -234,7 +243,7 @@ pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved
             )
         })?,
     };
-    Ok(Resolved {
+    Ok(Some(Resolved {
         home,
 
         api_key_env: args
@@ -251,7 +260,7 @@ pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved
         context_window: section.context_window.unwrap_or(128_000),
         max_output_tokens: section.max_output_tokens,
         thinking,
-    })
+    }))
 }
 
 /// `keel config show`.

@@ -8,23 +8,19 @@
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use keel_core::{
-    AllowAll, ModelInfo, ModelPricing, Session, SessionConfig, SessionDeps, SessionLog, SystemClock,
-};
-use keel_llm::chat_completions::{ChatCompletionsConfig, ChatCompletionsProvider};
+use keel_core::Session;
 use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
-use keel_session_store::{EntryBody, SessionStore, SessionWriter};
-use keel_tools::{LocalFileSystem, LocalProcessRunner, builtin_tools};
+use keel_session_store::{SessionStore, SessionWriter};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, Resolved, resolve};
 use crate::render::Renderer;
+use crate::setup::{SessionSpec, build_provider, model_info, record_model, spawn_session};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -63,41 +59,15 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
 
     let store = SessionStore::new(resolved.home.join("sessions"));
     let (writer, history) = open_session(&store, &cwd, &args, &resolved).await?;
-    let tools = builtin_tools();
-    let mut config = SessionConfig::new(
-        writer
-            .as_ref()
-            .map(|w| w.id().to_owned())
-            .unwrap_or_else(|| "ephemeral".to_owned()),
-        &cwd,
-        ModelInfo {
-            id: resolved.model.clone(),
-            provider: resolved.provider.clone(),
-            api: resolved.dialect.clone(),
-            context_window: resolved.context_window,
-            max_output_tokens: resolved.max_output_tokens,
-            pricing: ModelPricing::default(),
-        },
-    );
-    config.session_file = writer.as_ref().map(|w| w.path().to_path_buf());
-    config.thinking_level = resolved.thinking;
-    config.project_context = project_context(&cwd);
-    config.scratch_dir = resolved.home.join("tool-output");
-    config.initial_messages = history;
-    let log: Arc<dyn SessionLog> = match &writer {
-        Some(w) => Arc::new(w.clone()),
-        None => Arc::new(keel_core::NullLog),
-    };
-    let deps = SessionDeps {
+    let mut session = spawn_session(SessionSpec {
+        cwd: &cwd,
+        home: &resolved.home,
+        model: model_info(&resolved),
         provider,
-        tools,
-        fs: Arc::new(LocalFileSystem),
-        process: Arc::new(LocalProcessRunner::default()),
-        gate: Arc::new(AllowAll),
-        clock: Arc::new(SystemClock),
-        log,
-    };
-    let mut session = Session::spawn(config, deps);
+        thinking: resolved.thinking,
+        writer: writer.as_ref(),
+        history,
+    });
     session
         .submit(Op::Prompt(UserInput::text(prompt)))
         .await
@@ -200,18 +170,6 @@ fn read_prompt(arg: Option<&str>) -> anyhow::Result<String> {
     Ok(prompt)
 }
 
-fn build_provider(r: &Resolved) -> anyhow::Result<Arc<dyn keel_llm::Provider>> {
-    let mut cfg = ChatCompletionsConfig::new(r.provider.clone(), r.base_url.clone());
-    cfg.api_key = r.api_key();
-    if let (None, Some(var)) = (&cfg.api_key, &r.api_key_env) {
-        bail!("provider {:?} needs an API key: set {var}", r.provider);
-    }
-    cfg.extra_headers = r.headers.clone().into_iter().collect();
-    cfg.idle_timeout = Duration::from_secs(r.idle_timeout_secs);
-    let provider = ChatCompletionsProvider::new(cfg).context("cannot set up the HTTP client")?;
-    Ok(Arc::new(provider))
-}
-
 async fn open_session(
     store: &SessionStore,
     cwd: &Path,
@@ -244,29 +202,12 @@ async fn open_session(
                 loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
             let writer = loaded.into_writer().await?;
             if changed_model {
-                record_model(&writer, resolved).await?;
+                record_model(&writer, &resolved.provider, &resolved.model).await?;
             }
             return Ok((Some(writer), history));
         }
         None => store.create(cwd, None).await?,
     };
-    record_model(&writer, resolved).await?;
+    record_model(&writer, &resolved.provider, &resolved.model).await?;
     Ok((Some(writer), Vec::new()))
-}
-
-async fn record_model(writer: &SessionWriter, r: &Resolved) -> anyhow::Result<()> {
-    writer
-        .append(EntryBody::ModelChange {
-            provider: r.provider.clone(),
-            model_id: r.model.clone(),
-        })
-        .await?;
-    Ok(())
-}
-
-/// `AGENTS.md` of the workspace, if present.
-fn project_context(cwd: &Path) -> Option<String> {
-    ["AGENTS.md", "CLAUDE.md"]
-        .iter()
-        .find_map(|name| std::fs::read_to_string(cwd.join(name)).ok())
 }

@@ -95,7 +95,10 @@ impl Renderer {
             | AgentEvent::MessageStart { .. }
             | AgentEvent::MessageEnd { .. }
             | AgentEvent::ToolExecutionUpdate { .. }
-            | AgentEvent::QueueUpdate { .. } => {}
+            | AgentEvent::QueueUpdate { .. }
+            | AgentEvent::SessionInfoChanged { .. }
+            | AgentEvent::ThinkingLevelChanged { .. }
+            | AgentEvent::ModelChanged { .. } => {}
         }
     }
 

@@ -34,7 +34,9 @@ pub use deps::{
     ToolCallInfo,
 };
 pub use error::{Error, Result};
-pub use session::{Session, SessionDeps, SessionHandle, SessionSnapshot};
+pub use session::{
+    Delivery, QueueKind, Session, SessionDeps, SessionHandle, SessionSnapshot, shutdown_split,
+};
 
 /// Capacity of the op channel into a session task.
 pub const OP_CHANNEL_CAPACITY: usize = 64;

@@ -82,8 +82,12 @@ impl RunCtx {
 /// Runs the agent from `prompt` until it stops, fails or is aborted.
 pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: CancellationToken) {
     ctx.emit(AgentEvent::AgentStart).await;
-    let start_len = lock(&ctx.shared).messages.len();
-    let mut pending = vec![ctx.user_message(prompt)];
+    let (start_len, context) = {
+        let mut s = lock(&ctx.shared);
+        (s.messages.len(), std::mem::take(&mut s.pending_context))
+    };
+    let mut pending: Vec<Message> = context.into_iter().map(|m| ctx.user_message(m)).collect();
+    pending.push(ctx.user_message(prompt));
 
     'outer: loop {
         loop {
@@ -121,6 +125,7 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
             .await;
 
             if matches!(stop, StopReason::Error | StopReason::Aborted) || cancel.is_cancelled() {
+                lock(&ctx.shared).running = false;
                 break 'outer;
             }
             let steering = lock(&ctx.shared).queues.take_steering();
@@ -133,18 +138,32 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
                 break;
             }
         }
-        let follow_up = lock(&ctx.shared).queues.take_follow_up();
-        if follow_up.is_empty() {
+        // The last look at the queues and giving up the session happen under
+        // one lock: a message queued after this point starts a new run
+        // instead of waiting in a queue no run drains.
+        let next = {
+            let mut s = lock(&ctx.shared);
+            let steering = s.queues.take_steering();
+            let next = if steering.is_empty() {
+                s.queues.take_follow_up()
+            } else {
+                steering
+            };
+            if next.is_empty() {
+                s.running = false;
+            }
+            next
+        };
+        if next.is_empty() {
             break;
         }
         emit_queue_update(&ctx).await;
-        pending = follow_up.into_iter().map(|m| ctx.user_message(m)).collect();
+        pending = next.into_iter().map(|m| ctx.user_message(m)).collect();
     }
 
     ctx.flush_log().await;
     let messages = {
-        let mut shared = lock(&ctx.shared);
-        shared.running = false;
+        let shared = lock(&ctx.shared);
         shared.messages[start_len.min(shared.messages.len())..].to_vec()
     };
     ctx.emit(AgentEvent::AgentEnd { messages }).await;
@@ -157,6 +176,17 @@ async fn emit_queue_update(ctx: &RunCtx) {
         follow_up,
     })
     .await;
+}
+
+/// The configured system prompt, or the generated one for these tools.
+pub(crate) fn effective_system_prompt(
+    config: &crate::config::SessionConfig,
+    tools: &[keel_protocol::ToolSpec],
+    today: &str,
+) -> String {
+    config.system_prompt.clone().unwrap_or_else(|| {
+        system_prompt(&config.cwd, today, tools, config.project_context.as_deref())
+    })
 }
 
 /// The finished assistant message and what was wrong with its tool calls.
@@ -175,17 +205,10 @@ impl StreamedAssistant {
 /// Streams one assistant message, announcing deltas, and commits it (also
 /// when it failed or was aborted).
 async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedAssistant {
-    let (request, model) = {
+    let (request, model, provider) = {
         let s = lock(&ctx.shared);
-        let tools: Vec<_> = ctx.deps.tools.iter().map(|t| t.spec()).collect();
-        let system = s.config.system_prompt.clone().unwrap_or_else(|| {
-            system_prompt(
-                &s.config.cwd,
-                &ctx.deps.clock.today(),
-                &tools,
-                s.config.project_context.as_deref(),
-            )
-        });
+        let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
+        let system = effective_system_prompt(&s.config, &tools, &ctx.deps.clock.today());
         (
             ModelRequest {
                 model: s.config.model.id.clone(),
@@ -196,6 +219,7 @@ async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedA
                 max_output_tokens: s.config.model.max_output_tokens,
             },
             s.config.model.clone(),
+            s.provider.clone(),
         )
     };
     let mut builder = MessageBuilder::new(AssistantMessage {
@@ -215,7 +239,7 @@ async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedA
     })
     .await;
 
-    let failure = consume_stream(ctx, &mut builder, request, cancel).await;
+    let failure = consume_stream(ctx, provider.as_ref(), &mut builder, request, cancel).await;
     for delta in builder.close() {
         ctx.emit(AgentEvent::MessageUpdate {
             assistant_message_event: delta,
@@ -253,6 +277,7 @@ enum Failure {
 
 async fn consume_stream(
     ctx: &RunCtx,
+    provider: &dyn keel_llm::Provider,
     builder: &mut MessageBuilder,
     request: ModelRequest,
     cancel: &CancellationToken,
@@ -260,7 +285,7 @@ async fn consume_stream(
     let opened = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Some(Failure::Aborted),
-        r = ctx.deps.provider.stream(request, cancel.clone()) => r,
+        r = provider.stream(request, cancel.clone()) => r,
     };
     let mut stream = match opened {
         Ok(s) => s,

@@ -3,13 +3,20 @@
 //! [`Session::spawn`] starts one task per session. Ops go in through a bounded
 //! channel; events come out through another. A `Prompt` starts a run (see
 //! [`crate::run`]) in its own task so that steering, follow-ups and aborts are
-//! handled while it streams.
+//! handled while it streams. Settings (queue modes, thinking level, name,
+//! todos, model, tools) are applied by the handle at once, so a read right
+//! after a change sees it; only `Prompt`, `Abort` and `Shutdown` travel to
+//! the session task.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_llm::Provider;
-use keel_protocol::{AgentEvent, InterruptMode, Message, Op, QueueMode, ThinkingLevel, UserInput};
+use keel_protocol::{
+    AgentEvent, InterruptMode, Message, Op, QueueMode, ThinkingLevel, TodoPhase, ToolSpec,
+    UserInput,
+};
+use keel_session_store::EntryBody;
 use keel_tools::{FileSystem, ProcessRunner, Tool};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,7 +31,9 @@ use crate::{EVENT_CHANNEL_CAPACITY, Error, OP_CHANNEL_CAPACITY, Result};
 /// Everything the loop reaches through a trait.
 #[derive(Clone)]
 pub struct SessionDeps {
+    /// The initial provider (replaced by [`SessionHandle::set_model`]).
     pub provider: Arc<dyn Provider>,
+    /// The initial tools (replaced by [`SessionHandle::set_tools`]).
     pub tools: Vec<Arc<dyn Tool>>,
     pub fs: Arc<dyn FileSystem>,
     pub process: Arc<dyn ProcessRunner>,
@@ -39,6 +48,13 @@ pub(crate) struct Shared {
     pub messages: Vec<Message>,
     pub queues: Queues,
     pub running: bool,
+    pub provider: Arc<dyn Provider>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub session_name: Option<String>,
+    pub todos: Vec<TodoPhase>,
+    /// User messages (for example a host's shell output) that go into the
+    /// conversation ahead of the next prompt.
+    pub pending_context: Vec<UserInput>,
 }
 
 pub(crate) type SharedState = Arc<Mutex<Shared>>;
@@ -63,6 +79,24 @@ pub struct SessionSnapshot {
     pub steering_mode: QueueMode,
     pub follow_up_mode: QueueMode,
     pub interrupt_mode: InterruptMode,
+    pub session_name: Option<String>,
+    pub todos: Vec<TodoPhase>,
+}
+
+/// Which queue [`SessionHandle::enqueue_or_start`] uses while a run streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKind {
+    Steer,
+    FollowUp,
+}
+
+/// What [`SessionHandle::enqueue_or_start`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The session was idle: a run started with the message.
+    Started,
+    /// A run is streaming: the message was queued.
+    Queued,
 }
 
 /// A cloneable handle that submits ops and reads state.
@@ -70,27 +104,195 @@ pub struct SessionSnapshot {
 pub struct SessionHandle {
     ops: mpsc::Sender<Op>,
     shared: SharedState,
+    deps: Arc<SessionDeps>,
+    /// Weak, so the event stream ends when the session task stops even while
+    /// handles are alive.
+    events: mpsc::WeakSender<AgentEvent>,
 }
 
 impl SessionHandle {
     /// Submits an op. A `Prompt` while a run is in progress fails with
-    /// [`Error::Busy`]; everything else is queued for the session task.
+    /// [`Error::Busy`]. Steering and follow-up messages are queued at once
+    /// (while idle they wait for the next prompt); settings apply at once;
+    /// `Abort` and `Shutdown` go to the session task.
     pub async fn submit(&self, op: Op) -> Result<()> {
-        if let Op::Prompt(_) = op {
+        match op {
+            Op::Prompt(input) => {
+                {
+                    let mut s = lock(&self.shared);
+                    if s.running {
+                        return Err(Error::Busy);
+                    }
+                    s.running = true;
+                }
+                self.send_prompt(input).await
+            }
+            Op::Steer(input) => {
+                self.enqueue(input, QueueKind::Steer).await;
+                Ok(())
+            }
+            Op::FollowUp(input) => {
+                self.enqueue(input, QueueKind::FollowUp).await;
+                Ok(())
+            }
+            op @ (Op::Abort | Op::Shutdown) => self.ops.send(op).await.map_err(|_| Error::Closed),
+            Op::SetSteeringMode { mode } => {
+                lock(&self.shared).queues.steering_mode = mode;
+                Ok(())
+            }
+            Op::SetFollowUpMode { mode } => {
+                lock(&self.shared).queues.follow_up_mode = mode;
+                Ok(())
+            }
+            Op::SetInterruptMode { mode } => {
+                lock(&self.shared).config.interrupt_mode = mode;
+                Ok(())
+            }
+            Op::SetThinkingLevel { level } => {
+                lock(&self.shared).config.thinking_level = level;
+                self.log(EntryBody::ThinkingLevelChange {
+                    thinking_level: level,
+                })
+                .await?;
+                self.emit(AgentEvent::ThinkingLevelChanged { level }).await;
+                Ok(())
+            }
+            Op::SetSessionName { name } => {
+                lock(&self.shared).session_name = name.clone();
+                self.log(EntryBody::SessionInfo { name: name.clone() })
+                    .await?;
+                self.emit(AgentEvent::SessionInfoChanged { name }).await;
+                Ok(())
+            }
+            Op::SetTodos { phases } => {
+                lock(&self.shared).todos = phases;
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts a run with `input` when the session is idle, or queues it as a
+    /// steering or follow-up message when a run streams. Decided under one
+    /// lock, so a message never lands in a queue that no run will drain.
+    pub async fn enqueue_or_start(&self, input: UserInput, kind: QueueKind) -> Result<Delivery> {
+        let queued = {
             let mut s = lock(&self.shared);
             if s.running {
-                return Err(Error::Busy);
+                match kind {
+                    QueueKind::Steer => s.queues.steering.push_back(input),
+                    QueueKind::FollowUp => s.queues.follow_up.push_back(input),
+                }
+                Ok(s.queues.snapshot())
+            } else {
+                s.running = true;
+                Err(input)
             }
-            s.running = true;
+        };
+        match queued {
+            Ok((steering, follow_up)) => {
+                self.emit(AgentEvent::QueueUpdate {
+                    steering,
+                    follow_up,
+                })
+                .await;
+                Ok(Delivery::Queued)
+            }
+            Err(input) => {
+                self.send_prompt(input).await?;
+                Ok(Delivery::Started)
+            }
         }
-        let was_prompt = matches!(op, Op::Prompt(_));
-        if self.ops.send(op).await.is_err() {
-            if was_prompt {
-                lock(&self.shared).running = false;
-            }
+    }
+
+    async fn send_prompt(&self, input: UserInput) -> Result<()> {
+        if self.ops.send(Op::Prompt(input)).await.is_err() {
+            lock(&self.shared).running = false;
             return Err(Error::Closed);
         }
         Ok(())
+    }
+
+    async fn enqueue(&self, input: UserInput, kind: QueueKind) {
+        let (steering, follow_up) = {
+            let mut s = lock(&self.shared);
+            match kind {
+                QueueKind::Steer => s.queues.steering.push_back(input),
+                QueueKind::FollowUp => s.queues.follow_up.push_back(input),
+            }
+            s.queues.snapshot()
+        };
+        self.emit(AgentEvent::QueueUpdate {
+            steering,
+            follow_up,
+        })
+        .await;
+    }
+
+    async fn emit(&self, event: AgentEvent) {
+        if let Some(tx) = self.events.upgrade() {
+            let _ = tx.send(event).await;
+        }
+    }
+
+    async fn log(&self, body: EntryBody) -> Result<()> {
+        self.deps.log.append(body).await?;
+        self.deps.log.flush().await
+    }
+
+    /// Switches the model (and its provider) for the next model calls; the
+    /// change is logged and announced with `model_changed`.
+    pub async fn set_model(&self, model: ModelInfo, provider: Arc<dyn Provider>) -> Result<()> {
+        let (p, id) = (model.provider.clone(), model.id.clone());
+        {
+            let mut s = lock(&self.shared);
+            s.config.model = model;
+            s.provider = provider;
+        }
+        self.log(EntryBody::ModelChange {
+            provider: p.clone(),
+            model_id: id.clone(),
+        })
+        .await?;
+        self.emit(AgentEvent::ModelChanged {
+            provider: p,
+            model_id: id,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Replaces the tools offered from the next model call on.
+    pub fn set_tools(&self, tools: Vec<Arc<dyn Tool>>) {
+        lock(&self.shared).tools = tools;
+    }
+
+    /// The tools offered to the model now.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        lock(&self.shared).tools.clone()
+    }
+
+    /// The specs of the tools offered to the model now.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        lock(&self.shared).tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// The system prompt the next model call will use.
+    pub fn system_prompt(&self) -> String {
+        let s = lock(&self.shared);
+        let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
+        crate::run::effective_system_prompt(&s.config, &tools, &self.deps.clock.today())
+    }
+
+    /// Adds a user message (for example the output of a command the host
+    /// ran) that enters the conversation ahead of the next prompt.
+    pub fn add_context(&self, input: UserInput) {
+        lock(&self.shared).pending_context.push(input);
+    }
+
+    /// The backends the session's tools use (for host-side commands that
+    /// should run exactly like the agent's own).
+    pub fn backends(&self) -> (Arc<dyn FileSystem>, Arc<dyn ProcessRunner>) {
+        (self.deps.fs.clone(), self.deps.process.clone())
     }
 
     pub fn snapshot(&self) -> SessionSnapshot {
@@ -107,7 +309,14 @@ impl SessionHandle {
             steering_mode: s.queues.steering_mode,
             follow_up_mode: s.queues.follow_up_mode,
             interrupt_mode: s.config.interrupt_mode,
+            session_name: s.session_name.clone(),
+            todos: s.todos.clone(),
         }
+    }
+
+    /// The scratch directory where tools save full outputs.
+    pub fn scratch_dir(&self) -> PathBuf {
+        lock(&self.shared).config.scratch_dir.clone()
     }
 
     /// The conversation so far.
@@ -141,15 +350,22 @@ impl Session {
         let (ops_tx, ops_rx) = mpsc::channel(OP_CHANNEL_CAPACITY);
         let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
         let queues = Queues::new(config.steering_mode, config.follow_up_mode);
+        let deps = Arc::new(deps);
         let shared = Arc::new(Mutex::new(Shared {
             messages: config.initial_messages.clone(),
+            session_name: None,
             config,
             queues,
             running: false,
+            provider: deps.provider.clone(),
+            tools: deps.tools.clone(),
+            todos: Vec::new(),
+            pending_context: Vec::new(),
         }));
+        let weak_events = events_tx.downgrade();
         let ctx = RunCtx {
             shared: shared.clone(),
-            deps: Arc::new(deps),
+            deps: deps.clone(),
             events: events_tx,
         };
         let task = tokio::spawn(session_task(ops_rx, ctx));
@@ -157,10 +373,17 @@ impl Session {
             handle: SessionHandle {
                 ops: ops_tx,
                 shared,
+                deps,
+                events: weak_events,
             },
             events: events_rx,
             task,
         }
+    }
+
+    /// Sets the session name restored from a session file (not logged again).
+    pub fn restore_name(&self, name: Option<String>) {
+        lock(&self.handle.shared).session_name = name;
     }
 
     pub fn handle(&self) -> SessionHandle {
@@ -197,6 +420,14 @@ impl Session {
     }
 }
 
+/// Stops a session whose parts were [`Session::split`]: aborts any run,
+/// flushes the log and waits for the task. The event receiver stays with
+/// the caller, who should drain it until it ends.
+pub async fn shutdown_split(handle: &SessionHandle, task: JoinHandle<()>) {
+    let _ = handle.ops.send(Op::Shutdown).await;
+    let _ = task.await;
+}
+
 struct CurrentRun {
     task: JoinHandle<()>,
     cancel: CancellationToken,
@@ -210,21 +441,31 @@ async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
                 let Some(op) = op else { break };
                 match op {
                     Op::Prompt(input) => {
+                        // The previous run has already given up the session
+                        // (`running` is false); let it finish announcing its
+                        // end so runs never interleave on the event stream.
+                        if let Some(run) = current.take() {
+                            let _ = run.task.await;
+                        }
                         let cancel = CancellationToken::new();
                         let task = tokio::spawn(run_agent(ctx.clone(), input, cancel.clone()));
                         current = Some(CurrentRun { task, cancel });
                     }
-                    Op::Steer(input) => enqueue(&ctx, input, true).await,
-                    Op::FollowUp(input) => enqueue(&ctx, input, false).await,
                     Op::Abort => {
                         if let Some(run) = &current {
                             run.cancel.cancel();
                         }
                     }
-                    Op::SetSteeringMode { mode } => lock(&ctx.shared).queues.steering_mode = mode,
-                    Op::SetFollowUpMode { mode } => lock(&ctx.shared).queues.follow_up_mode = mode,
-                    Op::SetInterruptMode { mode } => lock(&ctx.shared).config.interrupt_mode = mode,
                     Op::Shutdown => break,
+                    // Applied by the handle; nothing for the task to do.
+                    Op::Steer(_)
+                    | Op::FollowUp(_)
+                    | Op::SetSteeringMode { .. }
+                    | Op::SetFollowUpMode { .. }
+                    | Op::SetInterruptMode { .. }
+                    | Op::SetThinkingLevel { .. }
+                    | Op::SetSessionName { .. }
+                    | Op::SetTodos { .. } => {}
                 }
             }
             _ = async {
@@ -243,21 +484,4 @@ async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
     if let Err(e) = ctx.deps.log.flush().await {
         tracing::error!(error = %e, "flushing the session log at shutdown failed");
     }
-}
-
-async fn enqueue(ctx: &RunCtx, input: UserInput, steering: bool) {
-    let (s, f) = {
-        let mut shared = lock(&ctx.shared);
-        if steering {
-            shared.queues.steering.push_back(input);
-        } else {
-            shared.queues.follow_up.push_back(input);
-        }
-        shared.queues.snapshot()
-    };
-    ctx.emit(AgentEvent::QueueUpdate {
-        steering: s,
-        follow_up: f,
-    })
-    .await;
 }

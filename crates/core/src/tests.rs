@@ -665,3 +665,5 @@ async fn history_is_restored_and_logged_messages_match() {
         .collect();
     assert_eq!(logged, vec!["user", "assistant"]);
 }
+
+mod handle;

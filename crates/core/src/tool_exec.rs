@@ -100,7 +100,12 @@ async fn run_one(
     args: &Value,
     cancel: &CancellationToken,
 ) -> (ToolResult, bool) {
-    let Some(tool) = ctx.deps.tools.iter().find(|t| t.name() == name).cloned() else {
+    let tool = lock(&ctx.shared)
+        .tools
+        .iter()
+        .find(|t| t.name() == name)
+        .cloned();
+    let Some(tool) = tool else {
         return (ToolResult::text(format!("Tool {name} not found")), true);
     };
     let (session_id, cwd, scratch_dir) = {
@@ -134,6 +139,7 @@ async fn run_one(
     });
     let tool_cancel = cancel.child_token();
     let tool_ctx = ToolContext {
+        call_id: id.to_owned(),
         cwd,
         fs: ctx.deps.fs.clone(),
         process: ctx.deps.process.clone(),

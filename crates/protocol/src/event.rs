@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ContentBlock, Message, ToolResult};
+use crate::{ContentBlock, Message, ThinkingLevel, ToolResult};
 
 /// A streaming change to the assistant message being produced.
 /// `contentIndex` is the index of the block in the assistant message's `content`.
@@ -147,6 +147,21 @@ pub enum AgentEvent {
         #[serde(rename = "followUp")]
         follow_up: Vec<String>,
     },
+    /// The session was named (`None`: the name was cleared).
+    SessionInfoChanged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// The reasoning effort changed.
+    ThinkingLevelChanged {
+        level: ThinkingLevel,
+    },
+    /// The model used for the next calls changed.
+    ModelChanged {
+        provider: String,
+        #[serde(rename = "modelId")]
+        model_id: String,
+    },
 }
 
 impl AgentEvent {
@@ -164,6 +179,9 @@ impl AgentEvent {
             AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
             AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
             AgentEvent::QueueUpdate { .. } => "queue_update",
+            AgentEvent::SessionInfoChanged { .. } => "session_info_changed",
+            AgentEvent::ThinkingLevelChanged { .. } => "thinking_level_changed",
+            AgentEvent::ModelChanged { .. } => "model_changed",
         }
     }
 }

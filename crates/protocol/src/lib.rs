@@ -14,7 +14,9 @@
 mod event;
 mod message;
 mod op;
+mod todo;
 
 pub use event::*;
 pub use message::*;
 pub use op::*;
+pub use todo::*;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ImageContent, InterruptMode, QueueMode};
+use crate::{ImageContent, InterruptMode, QueueMode, ThinkingLevel, TodoPhase};
 
 /// A message from the user with optional images.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -41,6 +41,18 @@ pub enum Op {
     },
     SetInterruptMode {
         mode: InterruptMode,
+    },
+    /// Change the reasoning effort for the next model calls (logged).
+    SetThinkingLevel {
+        level: ThinkingLevel,
+    },
+    /// Name the session (logged); `None` clears the name.
+    SetSessionName {
+        name: Option<String>,
+    },
+    /// Replace the session's todo list.
+    SetTodos {
+        phases: Vec<TodoPhase>,
     },
     /// Flush the session and stop the session task.
     Shutdown,

@@ -12,6 +12,7 @@
 pub mod backend;
 mod builtins;
 mod error;
+pub mod host;
 mod path;
 pub mod truncate;
 
@@ -38,6 +39,8 @@ pub type UpdateSink = Arc<dyn Fn(ToolResult) + Send + Sync>;
 /// What a tool run may touch.
 #[derive(Clone)]
 pub struct ToolContext {
+    /// The id of the model's tool call being run (empty outside a session).
+    pub call_id: String,
     /// The workspace root; relative paths resolve against it.
     pub cwd: PathBuf,
     pub fs: Arc<dyn FileSystem>,
@@ -56,6 +59,7 @@ impl ToolContext {
     /// temp dir (created on first use).
     pub fn local(cwd: impl Into<PathBuf>, cancel: CancellationToken) -> Self {
         Self {
+            call_id: String::new(),
             cwd: cwd.into(),
             fs: Arc::new(LocalFileSystem),
             process: Arc::new(LocalProcessRunner::default()),
@@ -81,6 +85,7 @@ impl ToolContext {
 impl std::fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolContext")
+            .field("call_id", &self.call_id)
             .field("cwd", &self.cwd)
             .field("scratch_dir", &self.scratch_dir)
             .field("cancelled", &self.cancel.is_cancelled())

@@ -31,6 +31,7 @@ pub use find::FindTool;
 pub use grep::GrepTool;
 pub use ls::LsTool;
 pub use read::ReadTool;
+pub(crate) use read::render_text;
 pub use write::WriteTool;
 
 /// All built-in tools, in the order read, bash, edit, write, grep, find, ls.

@@ -140,7 +140,7 @@ impl Tool for ReadTool {
 }
 
 /// Numbers and budgets the lines of a text file.
-fn render_text(
+pub(crate) fn render_text(
     display: &str,
     text: &str,
     offset: Option<usize>,

@@ -1,0 +1,353 @@
+//! `keel --mode rpc`: RPC mode on stdin/stdout.
+//!
+//! Owns the binary's side of RPC mode: the flags, the [`SessionFactory`]
+//! that opens sessions from `$KEEL_HOME/sessions` with the configured model
+//! (or without one: RPC mode still starts and answers commands, and only
+//! prompting fails), and running [`keel_rpc::serve`]. Stdout belongs to the
+//! protocol; nothing else may write to it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use keel_core::{ModelInfo, ModelPricing};
+use keel_llm::{ModelRequest, ModelStream, Provider};
+use keel_protocol::ThinkingLevel;
+use keel_rpc::{ModelChoice, OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
+use keel_session_store::{SessionStore, SessionWriter};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::GlobalArgs;
+use crate::config::{ModelArgs, NO_MODEL_HINT, Resolved, home_dir, resolve_optional};
+use crate::setup::{SessionSpec, build_provider, model_info, record_model, spawn_session};
+
+/// Flags of RPC mode.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RpcArgs {
+    /// Write agent events flat (`{"type":"agent_start"}`), as pi and
+    /// oh-my-pi do, instead of canonical event frames.
+    #[arg(long)]
+    pub rpc_flat_events: bool,
+    /// Do not save sessions.
+    #[arg(long)]
+    pub no_session: bool,
+    /// Resume a session by id, id prefix or file path.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Workspace directory (default: the current directory).
+    #[arg(long = "cwd")]
+    pub workspace: Option<PathBuf>,
+    /// More models hosts may switch to, comma-separated `provider/id` or
+    /// `id` (same provider as the configured model).
+    #[arg(long, value_delimiter = ',')]
+    pub models: Vec<String>,
+    /// Offer the `ask_host` tool, through which the agent asks the host
+    /// questions as workflow gates.
+    #[arg(long)]
+    pub rpc_gate_tool: bool,
+    /// How long `ask_host` waits for an answer, in milliseconds.
+    #[arg(long, env = "KEEL_RPC_GATE_TIMEOUT_MS", hide = true)]
+    pub rpc_gate_timeout_ms: Option<u64>,
+    /// Default timeout of extension UI dialogs, in milliseconds.
+    #[arg(long, env = "KEEL_RPC_UI_TIMEOUT_MS", hide = true)]
+    pub rpc_ui_timeout_ms: Option<u64>,
+    /// Longest accepted input line, in bytes.
+    #[arg(long, env = "KEEL_RPC_MAX_FRAME_BYTES", hide = true)]
+    pub rpc_max_frame_bytes: Option<usize>,
+    /// How long a host tool call may take, in milliseconds.
+    #[arg(long, env = "KEEL_RPC_HOST_TOOL_TIMEOUT_MS", hide = true)]
+    pub rpc_host_tool_timeout_ms: Option<u64>,
+    /// How long a host URI request may take, in milliseconds.
+    #[arg(long, env = "KEEL_RPC_HOST_URI_TIMEOUT_MS", hide = true)]
+    pub rpc_host_uri_timeout_ms: Option<u64>,
+    /// Emit `setTitle` extension UI requests.
+    #[arg(long, env = "KEEL_RPC_EMIT_TITLE", hide = true, value_parser = parse_flag)]
+    pub rpc_emit_title: Option<bool>,
+}
+
+fn parse_flag(s: &str) -> Result<bool, String> {
+    Ok(matches!(s.trim(), "1" | "true" | "yes" | "on"))
+}
+
+pub async fn run(
+    global: &GlobalArgs,
+    model: &ModelArgs,
+    args: RpcArgs,
+) -> anyhow::Result<ExitCode> {
+    let cwd = match &args.workspace {
+        Some(c) => std::path::absolute(c)?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !cwd.is_dir() {
+        bail!("workspace {} is not a directory", cwd.display());
+    }
+    let home = home_dir(global)?;
+    let mut models = Vec::new();
+    if let Some(main) = resolve_optional(global, model)? {
+        for extra in &args.models {
+            let (provider, id) = match extra.trim().split_once('/') {
+                Some((p, id)) => (p.to_owned(), id.to_owned()),
+                None => (main.provider.clone(), extra.trim().to_owned()),
+            };
+            if id.is_empty() || (provider == main.provider && id == main.model) {
+                continue;
+            }
+            let same_provider = provider == main.provider;
+            let extra_args = ModelArgs {
+                model: Some(id),
+                provider: Some(provider),
+                base_url: if same_provider {
+                    model.base_url.clone()
+                } else {
+                    None
+                },
+                api_key_env: if same_provider {
+                    model.api_key_env.clone()
+                } else {
+                    None
+                },
+                thinking: model.thinking.clone(),
+            };
+            if let Some(r) = resolve_optional(global, &extra_args)? {
+                models.push(r);
+            }
+        }
+        models.insert(0, main);
+    }
+    let thinking = models.first().map(|m| m.thinking).unwrap_or_default();
+    let state_dir = home.join("rpc");
+    let factory = Arc::new(CliFactory {
+        store: SessionStore::new(home.join("sessions")),
+        home,
+        cwd,
+        no_session: args.no_session,
+        models,
+    });
+    let defaults = RpcOptions::default();
+    let options = RpcOptions {
+        flat_events: args.rpc_flat_events,
+        max_frame_bytes: args
+            .rpc_max_frame_bytes
+            .filter(|n| *n > 0)
+            .unwrap_or(defaults.max_frame_bytes),
+        host_tool_timeout: args
+            .rpc_host_tool_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.host_tool_timeout),
+        host_uri_timeout: args
+            .rpc_host_uri_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.host_uri_timeout),
+        emit_title: args.rpc_emit_title.unwrap_or(false),
+        gate_tool: args.rpc_gate_tool,
+        gate_timeout: args
+            .rpc_gate_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.gate_timeout),
+        ui_timeout: args
+            .rpc_ui_timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.ui_timeout),
+        state_dir: Some(state_dir),
+        initial: match args.session {
+            Some(s) => OpenTarget::Resume(s),
+            None => OpenTarget::New {
+                parent_session: None,
+            },
+        },
+        thinking,
+        ..defaults
+    };
+    // SIGTERM and SIGINT end RPC mode like closing stdin does: pending host
+    // requests fail, a running run is aborted, the session is flushed.
+    let shutdown = options.shutdown.clone();
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let watcher = tokio::spawn(async move {
+        tokio::select! {
+            _ = sigterm.recv() => {}
+            _ = sigint.recv() => {}
+            _ = shutdown.cancelled() => {}
+        }
+        shutdown.cancel();
+    });
+    let served = keel_rpc::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        factory,
+        options.clone(),
+    )
+    .await;
+    options.shutdown.cancel();
+    let _ = watcher.await;
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opens sessions for RPC mode.
+struct CliFactory {
+    store: SessionStore,
+    home: PathBuf,
+    cwd: PathBuf,
+    no_session: bool,
+    models: Vec<Resolved>,
+}
+
+fn choice(r: &Resolved) -> ModelChoice {
+    ModelChoice {
+        info: model_info(r),
+        base_url: r.base_url.clone(),
+    }
+}
+
+impl CliFactory {
+    fn resolved(&self, model: &ModelChoice) -> Option<&Resolved> {
+        self.models
+            .iter()
+            .find(|r| r.provider == model.info.provider && r.model == model.info.id)
+    }
+
+    async fn writer(
+        &self,
+        target: &OpenTarget,
+        model: Option<&ModelChoice>,
+    ) -> anyhow::Result<(
+        Option<SessionWriter>,
+        Vec<keel_protocol::Message>,
+        Option<String>,
+    )> {
+        if self.no_session {
+            return match target {
+                OpenTarget::New { .. } => Ok((None, Vec::new(), None)),
+                OpenTarget::Resume(_) => {
+                    bail!("sessions are not saved in this process (--no-session)")
+                }
+            };
+        }
+        let (writer, history, name) = match target {
+            OpenTarget::New { parent_session } => (
+                self.store.create(&self.cwd, parent_session.clone()).await?,
+                Vec::new(),
+                None,
+            ),
+            OpenTarget::Resume(query) => {
+                let path = self.store.resolve(&self.cwd, query).await?;
+                let loaded = keel_session_store::load(&path)
+                    .await
+                    .with_context(|| format!("cannot load session {}", path.display()))?;
+                let history = loaded.messages();
+                let name = loaded.name();
+                let last = loaded.last_model();
+                let writer = loaded.into_writer().await?;
+                if let Some(m) = model
+                    && last != Some((m.info.provider.clone(), m.info.id.clone()))
+                {
+                    record_model(&writer, &m.info.provider, &m.info.id).await?;
+                }
+                return Ok((Some(writer), history, name));
+            }
+        };
+        if let Some(m) = model {
+            record_model(&writer, &m.info.provider, &m.info.id).await?;
+        }
+        Ok((Some(writer), history, name))
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionFactory for CliFactory {
+    fn models(&self) -> Vec<ModelChoice> {
+        self.models.iter().map(choice).collect()
+    }
+
+    fn no_model_hint(&self) -> String {
+        NO_MODEL_HINT.to_owned()
+    }
+
+    fn provider(&self, model: &ModelChoice) -> Result<Arc<dyn Provider>, String> {
+        let r = self
+            .resolved(model)
+            .ok_or_else(|| "the model is not configured".to_owned())?;
+        build_provider(r).map_err(|e| format!("{e:#}"))
+    }
+
+    async fn open(
+        &self,
+        target: OpenTarget,
+        model: Option<&ModelChoice>,
+        thinking: ThinkingLevel,
+    ) -> Result<OpenedSession, String> {
+        let provider: Arc<dyn Provider> = match model {
+            Some(m) => self.provider(m)?,
+            None => Arc::new(Unconfigured),
+        };
+        let (writer, history, name) = self
+            .writer(&target, model)
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        let info = model.map(|m| m.info.clone()).unwrap_or_else(|| ModelInfo {
+            id: String::new(),
+            provider: String::new(),
+            api: String::new(),
+            context_window: 0,
+            max_output_tokens: None,
+            pricing: ModelPricing::default(),
+        });
+        let session = spawn_session(SessionSpec {
+            cwd: &self.cwd,
+            home: &self.home,
+            model: info,
+            provider,
+            thinking,
+            writer: writer.as_ref(),
+            history,
+        });
+        let file = writer.as_ref().map(|w| w.path().to_path_buf());
+        Ok(OpenedSession {
+            session,
+            closer: writer.map(|w| Arc::new(WriterCloser(w)) as Arc<dyn SessionCloser>),
+            name,
+            file,
+        })
+    }
+}
+
+/// Closes a session file's writer.
+struct WriterCloser(SessionWriter);
+
+#[async_trait::async_trait]
+impl SessionCloser for WriterCloser {
+    async fn close(&self) -> Result<(), String> {
+        self.0.close().await.map_err(|e| e.to_string())
+    }
+}
+
+/// The provider of a session opened without a model. RPC mode refuses to
+/// prompt such a session, so this is only reached if that check is missed.
+struct Unconfigured;
+
+#[async_trait::async_trait]
+impl Provider for Unconfigured {
+    fn name(&self) -> &str {
+        "unconfigured"
+    }
+    fn api(&self) -> &str {
+        "none"
+    }
+    async fn stream(
+        &self,
+        _request: ModelRequest,
+        _cancel: CancellationToken,
+    ) -> keel_llm::Result<ModelStream> {
+        Err(keel_llm::Error {
+            kind: keel_llm::ErrorKind::Other,
+            message: NO_MODEL_HINT.to_owned(),
+            status: None,
+            retry_after: None,
+        })
+    }
+}

@@ -1,0 +1,78 @@
+//! `new_session`, `switch_session`, `set_session_name`.
+//!
+//! A running run is aborted before the session changes; the old session is
+//! flushed and closed; host tools and host URI schemes carry over (they
+//! belong to the process, not the session). Naming a session also sends a
+//! `setTitle` UI request (suppressed unless enabled).
+
+use keel_protocol::Op;
+use serde_json::{Value, json};
+
+use crate::command::NewSessionArgs;
+use crate::factory::OpenTarget;
+use crate::server::Server;
+use crate::ui::Notice;
+use crate::wire_errors::{self, WireError};
+
+impl Server {
+    pub(super) async fn new_session(
+        &mut self,
+        args: NewSessionArgs,
+    ) -> Result<Option<Value>, WireError> {
+        self.abort_and_wait().await;
+        let thinking = self.handle().snapshot().thinking_level;
+        let opened = self
+            .factory
+            .open(
+                OpenTarget::New {
+                    parent_session: args.parent_session.filter(|p| !p.trim().is_empty()),
+                },
+                self.model.as_ref(),
+                thinking,
+            )
+            .await
+            .map_err(|reason| wire_errors::session_failure(&reason))?;
+        self.replace_session(opened).await;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    pub(super) async fn switch_session(&mut self, path: &str) -> Result<Option<Value>, WireError> {
+        let current = self.handle().snapshot();
+        let same = current
+            .session_file
+            .as_ref()
+            .is_some_and(|f| f.as_os_str() == path || current.session_id == path);
+        if same {
+            return Ok(Some(json!({"cancelled": false})));
+        }
+        self.abort_and_wait().await;
+        let opened = self
+            .factory
+            .open(
+                OpenTarget::Resume(path.to_owned()),
+                self.model.as_ref(),
+                current.thinking_level,
+            )
+            .await
+            .map_err(|reason| wire_errors::cannot_open_session(path, &reason))?;
+        self.replace_session(opened).await;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    pub(super) async fn set_session_name(&self, name: &str) -> Result<Option<Value>, WireError> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(wire_errors::session_name_empty());
+        }
+        self.handle()
+            .submit(Op::SetSessionName {
+                name: Some(name.to_owned()),
+            })
+            .await
+            .map_err(|e| wire_errors::from_core(&e))?;
+        let mut fields = serde_json::Map::new();
+        fields.insert("title".to_owned(), json!(name));
+        self.brokers.ui.notice(Notice::SetTitle, fields).await;
+        Ok(None)
+    }
+}

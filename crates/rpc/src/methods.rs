@@ -1,0 +1,165 @@
+//! The method table: every `type` keel accepts on stdin, and how it is
+//! handled.
+//!
+//! This is the one place that lists the protocol's inbound vocabulary. The
+//! parser ([`crate::command`]) looks names up here; the server dispatches on
+//! [`Dispatch`]; `docs/rpc.md` documents the same list. It must not contain
+//! handler logic.
+
+/// How the server handles a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// A command, answered in input order, one at a time.
+    Serial,
+    /// A command that runs in the background (its response may come after
+    /// later commands' responses).
+    Background,
+    /// A host's reply to a request keel made (no response frame).
+    Reply,
+    /// Known but not implemented yet: answered with `success:false`.
+    NotSupported,
+}
+
+/// Every inbound method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Prompt,
+    Steer,
+    FollowUp,
+    Abort,
+    AbortAndPrompt,
+    NewSession,
+    GetState,
+    SetTodos,
+    SetHostTools,
+    SetHostUriSchemes,
+    WorkflowGateResponse,
+    SetModel,
+    CycleModel,
+    GetAvailableModels,
+    SetThinkingLevel,
+    CycleThinkingLevel,
+    SetSteeringMode,
+    SetFollowUpMode,
+    SetInterruptMode,
+    Compact,
+    SetAutoCompaction,
+    SetAutoRetry,
+    AbortRetry,
+    Bash,
+    AbortBash,
+    GetSessionStats,
+    ExportHtml,
+    SwitchSession,
+    Branch,
+    GetBranchMessages,
+    GetLastAssistantText,
+    SetSessionName,
+    GetMessages,
+    NegotiateUnattended,
+    ExtensionUiResponse,
+    HostToolUpdate,
+    HostToolResult,
+    HostUriResult,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodInfo {
+    /// The `type` on the wire.
+    pub name: &'static str,
+    pub method: Method,
+    pub dispatch: Dispatch,
+}
+
+const fn row(name: &'static str, method: Method, dispatch: Dispatch) -> MethodInfo {
+    MethodInfo {
+        name,
+        method,
+        dispatch,
+    }
+}
+
+use Dispatch::{Background, NotSupported, Reply, Serial};
+
+/// The table.
+pub const METHODS: &[MethodInfo] = &[
+    row("prompt", Method::Prompt, Serial),
+    row("steer", Method::Steer, Serial),
+    row("follow_up", Method::FollowUp, Serial),
+    row("abort", Method::Abort, Serial),
+    row("abort_and_prompt", Method::AbortAndPrompt, Serial),
+    row("new_session", Method::NewSession, Serial),
+    row("get_state", Method::GetState, Serial),
+    row("set_todos", Method::SetTodos, Serial),
+    row("set_host_tools", Method::SetHostTools, Serial),
+    row("set_host_uri_schemes", Method::SetHostUriSchemes, Serial),
+    row(
+        "workflow_gate_response",
+        Method::WorkflowGateResponse,
+        Serial,
+    ),
+    row("set_model", Method::SetModel, Serial),
+    row("cycle_model", Method::CycleModel, Serial),
+    row("get_available_models", Method::GetAvailableModels, Serial),
+    row("set_thinking_level", Method::SetThinkingLevel, Serial),
+    row("cycle_thinking_level", Method::CycleThinkingLevel, Serial),
+    row("set_steering_mode", Method::SetSteeringMode, Serial),
+    row("set_follow_up_mode", Method::SetFollowUpMode, Serial),
+    row("set_interrupt_mode", Method::SetInterruptMode, Serial),
+    row("compact", Method::Compact, NotSupported),
+    row(
+        "set_auto_compaction",
+        Method::SetAutoCompaction,
+        NotSupported,
+    ),
+    row("set_auto_retry", Method::SetAutoRetry, NotSupported),
+    row("abort_retry", Method::AbortRetry, NotSupported),
+    row("bash", Method::Bash, Background),
+    row("abort_bash", Method::AbortBash, Serial),
+    row("get_session_stats", Method::GetSessionStats, Serial),
+    row("export_html", Method::ExportHtml, NotSupported),
+    row("switch_session", Method::SwitchSession, Serial),
+    row("branch", Method::Branch, NotSupported),
+    row(
+        "get_branch_messages",
+        Method::GetBranchMessages,
+        NotSupported,
+    ),
+    row(
+        "get_last_assistant_text",
+        Method::GetLastAssistantText,
+        Serial,
+    ),
+    row("set_session_name", Method::SetSessionName, Serial),
+    row("get_messages", Method::GetMessages, Serial),
+    row("negotiate_unattended", Method::NegotiateUnattended, Serial),
+    row("extension_ui_response", Method::ExtensionUiResponse, Reply),
+    row("host_tool_update", Method::HostToolUpdate, Reply),
+    row("host_tool_result", Method::HostToolResult, Reply),
+    row("host_uri_result", Method::HostUriResult, Reply),
+];
+
+/// The row for a `type`, if keel knows it.
+pub fn lookup(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|m| m.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_resolve() {
+        for (i, m) in METHODS.iter().enumerate() {
+            assert!(
+                METHODS[i + 1..].iter().all(|o| o.name != m.name),
+                "{}",
+                m.name
+            );
+            assert_eq!(lookup(m.name), Some(m));
+        }
+        assert_eq!(lookup("fork"), None);
+        assert_eq!(lookup("bash").unwrap().dispatch, Dispatch::Background);
+    }
+}
