@@ -2,16 +2,19 @@
 //! configuration, and runs the chosen mode. Stdout belongs to the agent's
 //! output (or a protocol); logs go to stderr or a file.
 
+mod app_server;
 mod config;
 mod exec;
 mod logging;
 mod render;
+mod rpc;
 mod sessions;
+mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// keel — a headless coding agent.
 #[derive(Debug, Parser)]
@@ -19,8 +22,22 @@ use clap::{Args, Parser, Subcommand};
 struct Cli {
     #[command(flatten)]
     global: GlobalArgs,
+    /// Run as a protocol server on stdin/stdout instead of a subcommand.
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    rpc: rpc::RpcArgs,
+    #[command(flatten)]
+    model: config::ModelArgs,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+/// Protocol modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// JSONL commands on stdin, responses and events on stdout (docs/rpc.md).
+    Rpc,
 }
 
 /// Options shared by every mode.
@@ -38,6 +55,8 @@ pub struct GlobalArgs {
 enum Command {
     /// Run the agent once on a prompt in the current directory.
     Exec(exec::ExecArgs),
+    /// Serve the Codex-compatible app-server protocol (docs/app-server.md).
+    AppServer(app_server::AppServerArgs),
     /// Inspect the configuration.
     Config {
         #[command(subcommand)]
@@ -77,14 +96,33 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
-            Command::Exec(args) => exec::run(&cli.global, args).await,
-            Command::Config {
-                command: ConfigCommand::Show(args),
-            } => config::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
-            Command::Sessions { command } => sessions::run(&cli.global, command).await,
+        match (cli.mode, cli.command) {
+            (Some(_), Some(_)) => Err(anyhow::anyhow!(
+                "--mode cannot be combined with a subcommand"
+            )),
+            (Some(Mode::Rpc), None) => rpc::run(&cli.global, &cli.model, cli.rpc).await,
+            (None, Some(Command::Exec(args))) => exec::run(&cli.global, args).await,
+            (None, Some(Command::AppServer(args))) => app_server::run(&cli.global, args).await,
+            (
+                None,
+                Some(Command::Config {
+                    command: ConfigCommand::Show(args),
+                }),
+            ) => config::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
+            (None, Some(Command::Sessions { command })) => {
+                sessions::run(&cli.global, command).await
+            }
+            (None, None) => {
+                let _ = Cli::command().print_help();
+                Err(anyhow::anyhow!(
+                    "no command given: use a subcommand (for example `keel exec`) or --mode rpc"
+                ))
+            }
         }
     });
+    // Everything that matters has been awaited; do not wait for a blocking
+    // read of stdin that may never return (protocol modes on SIGTERM).
+    runtime.shutdown_background();
     match result {
         Ok(code) => code,
         Err(e) => {

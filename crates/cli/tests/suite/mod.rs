@@ -1,8 +1,10 @@
 //! Shared setup for the binary's integration tests.
 
+mod app_server;
 mod config;
 mod exec;
 mod exec_abort;
+mod rpc;
 mod sessions;
 mod snapshots;
 

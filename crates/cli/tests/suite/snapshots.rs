@@ -28,10 +28,19 @@ async fn json_event_stream_of_a_tool_run() {
     let env = Env::new().await;
     std::fs::write(env.ws().join("note.txt"), "remember the milk\n").unwrap();
     env.mock.push_all([
-        MockResponse::tool_calls(vec![tool_call("call_1", "read", json!({"path": "note.txt"}))]),
+        MockResponse::tool_calls(vec![tool_call(
+            "call_1",
+            "read",
+            json!({"path": "note.txt"}),
+        )]),
         MockResponse::text("It says to remember the milk."),
     ]);
-    let out = env.exec().args(["--json", "what does note.txt say?"]).run().await.unwrap();
+    let out = env
+        .exec()
+        .args(["--json", "what does note.txt say?"])
+        .run()
+        .await
+        .unwrap();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     let ws = env.ws().display().to_string();
     let mut events = out.json_lines().unwrap();

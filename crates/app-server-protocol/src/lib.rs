@@ -1,0 +1,21 @@
+//! The Codex app-server protocol (v2), as keel speaks it: data only.
+//!
+//! This crate owns the wire vocabulary of `keel app-server`: the JSON-RPC
+//! envelopes without the `"jsonrpc"` member ([`jsonrpc`]), the one method
+//! catalogue with each method's profile (stable or experimental) and
+//! whether it takes `params` ([`methods`]), and the typed params, results,
+//! thread items, notifications and server requests ([`v2`]). Every type is
+//! plain serde data in camelCase, shaped after the official JSON Schema of
+//! Codex 0.169.0; unknown fields are ignored on input.
+//!
+//! It must not know keel's agent (`keel-core`), tokio, or any transport:
+//! the `keel-app-server` crate translates between these types and sessions.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod jsonrpc;
+mod method_table;
+pub mod methods;
+pub mod v2;
+
+pub use jsonrpc::{ErrorObject, Incoming, IncomingError, RequestId, parse_incoming};
+pub use methods::{MethodSpec, Params, Stability};

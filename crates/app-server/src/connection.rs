@@ -1,0 +1,87 @@
+//! One client connection, whatever its transport: reads its frames in
+//! order, answers requests (through [`crate::dispatch`]), routes answers
+//! to server requests to the broker, and cleans up when it closes.
+//!
+//! Malformed JSON, batches and unknown client notifications get no reply
+//! and are logged; an oversize frame gets one `-32600` with `id: null`.
+
+use std::sync::Arc;
+
+use keel_app_server_protocol::{Incoming, IncomingError, parse_incoming};
+use tokio::sync::mpsc;
+
+use crate::broker::BrokerOutcome;
+use crate::dispatch;
+use crate::outbound::Connection;
+use crate::rpc_error::oversize;
+use crate::runtime::Runtime;
+
+/// Inbound frames waiting for the connection loop.
+pub const INBOUND_QUEUE_CAPACITY: usize = 64;
+
+/// One inbound frame from a transport.
+#[derive(Debug)]
+pub enum Inbound {
+    Frame(Vec<u8>),
+    /// A frame longer than the limit (already skipped).
+    Oversize {
+        len: usize,
+        max: usize,
+    },
+}
+
+/// Serves one connection until its inbound side ends, it is closed, or the
+/// server shuts down.
+pub async fn serve(
+    runtime: Arc<Runtime>,
+    conn: Arc<Connection>,
+    mut inbound: mpsc::Receiver<Inbound>,
+) {
+    runtime.add_connection(conn.clone());
+    loop {
+        let item = tokio::select! {
+            item = inbound.recv() => item,
+            _ = conn.closed.cancelled() => None,
+            _ = runtime.shutdown.cancelled() => None,
+        };
+        let Some(item) = item else { break };
+        match item {
+            Inbound::Oversize { len, max } => {
+                tracing::warn!(len, max, "oversize frame skipped");
+                conn.respond_error(None, &oversize(len, max)).await;
+            }
+            Inbound::Frame(bytes) => on_frame(&runtime, &conn, &bytes).await,
+        }
+    }
+    conn.closed.cancel();
+    runtime.remove_connection(conn.id).await;
+}
+
+async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) {
+    match parse_incoming(bytes) {
+        Err(IncomingError::Batch) => {
+            tracing::warn!("Failed to deserialize JSONRPCMessage: batches are not supported");
+        }
+        Err(IncomingError::Malformed(why)) => {
+            tracing::warn!("Failed to deserialize JSONRPCMessage: {why}");
+        }
+        Ok(Incoming::Request { id, method, params }) => {
+            dispatch::handle_request(runtime, conn, id, method, params).await;
+        }
+        Ok(Incoming::Notification { method, .. }) => {
+            if method != "initialized" {
+                tracing::warn!(%method, "unknown client notification ignored");
+            }
+        }
+        Ok(Incoming::Response { id, result }) => {
+            runtime
+                .broker
+                .resolve(conn.id, &id, BrokerOutcome::Answered(result));
+        }
+        Ok(Incoming::Error { id, error }) => {
+            runtime
+                .broker
+                .resolve(conn.id, &id, BrokerOutcome::Refused(error));
+        }
+    }
+}

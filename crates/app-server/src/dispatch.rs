@@ -1,0 +1,195 @@
+//! Request routing and the gates every request passes, in order: the
+//! method exists (else serde's `unknown variant` error), `params` is there
+//! when its type is an object, `initialize` comes first, experimental
+//! methods need `experimentalApi`; then the handler of its resource, which
+//! deserialises (validates) its params before doing anything. Methods of
+//! the protocol that keel does not implement get `-32601` naming them.
+
+use std::sync::Arc;
+
+use keel_app_server_protocol::RequestId;
+use keel_app_server_protocol::methods::{
+    Params, Stability, client_request, unknown_method_message,
+};
+use keel_app_server_protocol::v2::ServerNotification;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::handlers;
+use crate::outbound::Connection;
+use crate::rpc_error::RpcError;
+use crate::runtime::Runtime;
+
+/// What a handler gives back.
+pub enum Reply {
+    /// The result, answered now.
+    Now(Value),
+    /// The handler answers by itself later (long-running requests).
+    Later,
+}
+
+/// Something to do once the response is queued.
+pub enum After {
+    /// Fire a signal (the event pump waits for it before `turn/started`).
+    Signal(oneshot::Sender<()>),
+    /// Notify a thread's subscribers.
+    NotifyThread(String, Box<ServerNotification>),
+    /// Send the thread's pending server requests to this connection.
+    ReplayApprovals(String),
+}
+
+/// One request being handled.
+pub struct RequestCtx {
+    pub runtime: Arc<Runtime>,
+    pub conn: Arc<Connection>,
+    pub id: RequestId,
+    pub after: Vec<After>,
+}
+
+/// Deserialises params; a failure is `-32600 Invalid request: …`.
+pub fn parse<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(RpcError::invalid_params)
+}
+
+/// Serialises a result.
+pub fn ok<T: Serialize>(result: &T) -> Result<Reply, RpcError> {
+    serde_json::to_value(result)
+        .map(Reply::Now)
+        .map_err(RpcError::internal)
+}
+
+pub async fn handle_request(
+    runtime: &Arc<Runtime>,
+    conn: &Arc<Connection>,
+    id: RequestId,
+    method: String,
+    params: Option<Value>,
+) {
+    let mut ctx = RequestCtx {
+        runtime: runtime.clone(),
+        conn: conn.clone(),
+        id: id.clone(),
+        after: Vec::new(),
+    };
+    match route(&mut ctx, &method, params).await {
+        Ok(Reply::Now(result)) => {
+            conn.respond(id, result).await;
+        }
+        Ok(Reply::Later) => {}
+        Err(e) => {
+            conn.respond_error(Some(id), &e).await;
+        }
+    }
+    for after in ctx.after {
+        match after {
+            After::Signal(tx) => {
+                let _ = tx.send(());
+            }
+            After::NotifyThread(thread, n) => runtime.notify_thread(&thread, &n).await,
+            After::ReplayApprovals(thread) => runtime.broker.replay(&thread, conn).await,
+        }
+    }
+}
+
+async fn route(
+    ctx: &mut RequestCtx,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Reply, RpcError> {
+    let Some(spec) = client_request(method) else {
+        return Err(RpcError::invalid_params(unknown_method_message(method)));
+    };
+    let params = match (params, spec.params) {
+        (None, Params::Object) => {
+            return Err(RpcError::invalid_params("missing field `params`"));
+        }
+        (p, _) => p.unwrap_or(Value::Null),
+    };
+    let caps = ctx.conn.caps();
+    if method == "initialize" {
+        return handlers::initialize::initialize(ctx, parse(params)?);
+    }
+    if !caps.initialized {
+        return Err(RpcError::not_initialized());
+    }
+    if spec.stability == Stability::Experimental && !caps.experimental {
+        return Err(RpcError::requires_experimental(method));
+    }
+    use handlers::{command, fs, misc, thread, turn};
+    match method {
+        "thread/start" => thread::start(ctx, parse(params)?).await,
+        "thread/resume" => thread::resume(ctx, parse(params)?).await,
+        "thread/list" => thread::list(ctx, parse(params)?).await,
+        "thread/read" => thread::read(ctx, parse(params)?).await,
+        "thread/turns/list" => thread::turns_list(ctx, parse(params)?).await,
+        "thread/loaded/list" => thread::loaded_list(ctx, parse(params)?),
+        "thread/name/set" => thread::name_set(ctx, parse(params)?).await,
+        "thread/unsubscribe" => thread::unsubscribe(ctx, parse(params)?),
+        "turn/start" => turn::start(ctx, parse(params)?).await,
+        "turn/steer" => turn::steer(ctx, parse(params)?).await,
+        "turn/interrupt" => turn::interrupt(ctx, parse(params)?).await,
+        "fs/readFile" => fs::read_file(parse(params)?).await,
+        "fs/writeFile" => fs::write_file(parse(params)?).await,
+        "fs/getMetadata" => fs::get_metadata(parse(params)?).await,
+        "fs/readDirectory" => fs::read_directory(parse(params)?).await,
+        "fs/createDirectory" => fs::create_directory(parse(params)?).await,
+        "fs/remove" => fs::remove(parse(params)?).await,
+        "fs/copy" => fs::copy(parse(params)?).await,
+        "command/exec" => command::exec(ctx, parse(params)?),
+        "command/exec/write" => command::write(ctx, parse(params)?).await,
+        "command/exec/terminate" => command::terminate(ctx, parse(params)?),
+        "model/list" => misc::model_list(ctx, parse(params)?),
+        "modelProvider/list" => misc::model_provider_list(ctx),
+        "config/read" => misc::config_read(ctx, parse(params)?),
+        "account/read" => misc::account_read(ctx),
+        "skills/list" => misc::skills_list(ctx, parse(params)?),
+        "hooks/list" => misc::hooks_list(ctx, parse(params)?),
+        other => Err(RpcError::not_implemented(other)),
+    }
+}
+
+/// Methods [`route`] implements (for the docs and the tests).
+pub const IMPLEMENTED: &[&str] = &[
+    "initialize",
+    "thread/start",
+    "thread/resume",
+    "thread/list",
+    "thread/read",
+    "thread/turns/list",
+    "thread/loaded/list",
+    "thread/name/set",
+    "thread/unsubscribe",
+    "turn/start",
+    "turn/steer",
+    "turn/interrupt",
+    "fs/readFile",
+    "fs/writeFile",
+    "fs/getMetadata",
+    "fs/readDirectory",
+    "fs/createDirectory",
+    "fs/remove",
+    "fs/copy",
+    "command/exec",
+    "command/exec/write",
+    "command/exec/terminate",
+    "model/list",
+    "modelProvider/list",
+    "config/read",
+    "account/read",
+    "skills/list",
+    "hooks/list",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn implemented_methods_exist_in_the_catalogue() {
+        for m in IMPLEMENTED {
+            assert!(client_request(m).is_some(), "{m}");
+        }
+    }
+}

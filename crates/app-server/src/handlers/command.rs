@@ -1,0 +1,56 @@
+//! `command/exec` and its companions. `command/exec` runs in its own task
+//! and answers when the process ends, so other requests on the same
+//! connection (`command/exec/write`, `terminate`, anything else) are served
+//! meanwhile.
+
+use base64::Engine;
+use keel_app_server_protocol::v2::{
+    CommandExecParams, CommandExecTerminateParams, CommandExecWriteParams, EmptyResponse,
+};
+
+use crate::commands;
+use crate::dispatch::{Reply, RequestCtx, ok};
+use crate::rpc_error::RpcError;
+
+pub fn exec(ctx: &mut RequestCtx, p: CommandExecParams) -> Result<Reply, RpcError> {
+    let running = commands::start(
+        ctx.runtime.processes.clone(),
+        ctx.conn.clone(),
+        ctx.runtime.config.default_cwd.clone(),
+        p,
+    )?;
+    let conn = ctx.conn.clone();
+    let id = ctx.id.clone();
+    tokio::spawn(async move {
+        match running
+            .wait()
+            .await
+            .and_then(|r| serde_json::to_value(r).map_err(RpcError::internal))
+        {
+            Ok(v) => conn.respond(id, v).await,
+            Err(e) => conn.respond_error(Some(id), &e).await,
+        };
+    });
+    Ok(Reply::Later)
+}
+
+pub async fn write(ctx: &mut RequestCtx, p: CommandExecWriteParams) -> Result<Reply, RpcError> {
+    let data = match &p.delta_base64 {
+        Some(d) => base64::engine::general_purpose::STANDARD
+            .decode(d.as_bytes())
+            .map_err(|e| RpcError::invalid_params(format!("deltaBase64: {e}")))?,
+        None => Vec::new(),
+    };
+    ctx.runtime
+        .processes
+        .write(ctx.conn.id, &p.process_id, data, p.close_stdin)
+        .await?;
+    ok(&EmptyResponse {})
+}
+
+pub fn terminate(ctx: &mut RequestCtx, p: CommandExecTerminateParams) -> Result<Reply, RpcError> {
+    ctx.runtime
+        .processes
+        .terminate(ctx.conn.id, &p.process_id)?;
+    ok(&EmptyResponse {})
+}

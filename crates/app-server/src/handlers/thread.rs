@@ -1,0 +1,298 @@
+//! `thread/*`: start, resume, list, read, turns, loaded list, name,
+//! unsubscribe.
+
+use std::path::PathBuf;
+
+use keel_app_server_protocol::v2::{
+    AskForApproval, DeprecationNoticeNotification, EmptyResponse, ServerNotification,
+    SortDirection, Thread, ThreadIdParams, ThreadListParams, ThreadListResponse,
+    ThreadLoadedListParams, ThreadLoadedListResponse, ThreadReadParams, ThreadReadResponse,
+    ThreadResumeParams, ThreadSessionResponse, ThreadSetNameParams, ThreadStartParams,
+    ThreadStartedNotification, ThreadTurnsListParams, ThreadTurnsListResponse,
+    ThreadUnsubscribeResponse, ThreadUnsubscribeStatus, Turn,
+};
+use keel_protocol::Op;
+
+use crate::dispatch::{After, Reply, RequestCtx, ok};
+use crate::history::turns_of;
+use crate::rpc_error::RpcError;
+use crate::sessions::{self, OpenOptions};
+use crate::thread_state::LoadedThread;
+
+/// Default page size of list methods.
+const DEFAULT_PAGE: usize = 50;
+
+fn check_policy(ctx: &RequestCtx, policy: Option<&AskForApproval>) -> Result<(), RpcError> {
+    if matches!(policy, Some(AskForApproval::Granular { .. })) && !ctx.conn.caps().experimental {
+        return Err(RpcError::requires_experimental("askForApproval.granular"));
+    }
+    Ok(())
+}
+
+fn session_response(
+    ctx: &RequestCtx,
+    thread: &LoadedThread,
+    turns: Vec<Turn>,
+) -> ThreadSessionResponse {
+    let t = thread.to_thread(&ctx.runtime.config.version, turns);
+    let s = thread.state();
+    ThreadSessionResponse {
+        model: s.model.id.clone(),
+        model_provider: s.model.provider.clone(),
+        service_tier: None,
+        cwd: s.cwd.display().to_string(),
+        instruction_sources: ["AGENTS.md", "CLAUDE.md"]
+            .iter()
+            .map(|n| s.cwd.join(n))
+            .filter(|p| p.is_file())
+            .map(|p| p.display().to_string())
+            .collect(),
+        approval_policy: s.approval_policy.clone(),
+        approvals_reviewer: "user".to_owned(),
+        sandbox: s.sandbox.clone(),
+        reasoning_effort: None,
+        thread: t,
+    }
+}
+
+/// The full turns of a loaded thread, from its session history.
+pub fn loaded_turns(thread: &LoadedThread) -> Vec<Turn> {
+    let cwd = thread.state().cwd.clone();
+    turns_of(&thread.id, &thread.handle.messages(), &cwd)
+}
+
+pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, RpcError> {
+    check_policy(ctx, p.approval_policy.as_ref())?;
+    let opts = OpenOptions {
+        cwd: p.cwd.map(PathBuf::from),
+        model: p.model,
+        model_provider: p.model_provider,
+        approval_policy: p.approval_policy,
+        sandbox: p.sandbox,
+        base_instructions: p.base_instructions,
+        developer_instructions: p.developer_instructions,
+        ephemeral: p.ephemeral.unwrap_or(false),
+        originator: Some(ctx.conn.caps().client_name),
+    };
+    let thread = sessions::start_thread(&ctx.runtime, opts).await?;
+    ctx.runtime.subscribe(&thread.id, ctx.conn.id);
+    let response = session_response(ctx, &thread, Vec::new());
+    ctx.after.push(After::NotifyThread(
+        thread.id.clone(),
+        Box::new(ServerNotification::ThreadStarted(
+            ThreadStartedNotification {
+                thread: response.thread.clone(),
+            },
+        )),
+    ));
+    ok(&response)
+}
+
+pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply, RpcError> {
+    check_policy(ctx, p.approval_policy.as_ref())?;
+    let opts = OpenOptions {
+        cwd: p.cwd.map(PathBuf::from),
+        model: p.model.clone(),
+        model_provider: p.model_provider.clone(),
+        approval_policy: p.approval_policy.clone(),
+        sandbox: p.sandbox,
+        base_instructions: p.base_instructions,
+        developer_instructions: p.developer_instructions,
+        ephemeral: false,
+        originator: Some(ctx.conn.caps().client_name),
+    };
+    let thread = sessions::resume_thread(&ctx.runtime, &p.thread_id, opts).await?;
+    if let Some(policy) = p.approval_policy {
+        thread.state().approval_policy = policy;
+    }
+    ctx.runtime.subscribe(&thread.id, ctx.conn.id);
+    let turns = if p.exclude_turns {
+        Vec::new()
+    } else {
+        loaded_turns(&thread)
+    };
+    ctx.after.push(After::ReplayApprovals(thread.id.clone()));
+    ok(&session_response(ctx, &thread, turns))
+}
+
+fn matches_filters(t: &Thread, p: &ThreadListParams) -> bool {
+    if let Some(cwd) = &p.cwd
+        && !cwd.paths().iter().any(|c| c == &t.cwd)
+    {
+        return false;
+    }
+    if let Some(term) = p.search_term.as_deref().filter(|s| !s.is_empty()) {
+        let term = term.to_lowercase();
+        let hay = format!("{} {}", t.preview, t.name.clone().unwrap_or_default()).to_lowercase();
+        if !hay.contains(&term) {
+            return false;
+        }
+    }
+    if let Some(providers) = &p.model_providers
+        && !providers.is_empty()
+        && !providers.contains(&t.model_provider)
+    {
+        return false;
+    }
+    true
+}
+
+/// A cursor is the offset of the next item.
+fn page<T>(
+    items: Vec<T>,
+    cursor: Option<&str>,
+    limit: Option<u32>,
+) -> Result<(Vec<T>, Option<String>), RpcError> {
+    let start = match cursor {
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| RpcError::invalid(format!("invalid cursor: {c}")))?,
+        None => 0,
+    };
+    let limit = limit
+        .map(|l| l as usize)
+        .filter(|l| *l > 0)
+        .unwrap_or(DEFAULT_PAGE);
+    let total = items.len();
+    let data: Vec<T> = items.into_iter().skip(start).take(limit).collect();
+    let next = (start + data.len() < total).then(|| (start + data.len()).to_string());
+    Ok((data, next))
+}
+
+pub async fn list(ctx: &mut RequestCtx, p: ThreadListParams) -> Result<Reply, RpcError> {
+    if p.archived == Some(true) {
+        return ok(&ThreadListResponse {
+            data: Vec::new(),
+            next_cursor: None,
+            backwards_cursor: None,
+        });
+    }
+    let mut threads: Vec<Thread> = Vec::new();
+    for s in sessions::list_sessions(&ctx.runtime).await {
+        let t = match ctx.runtime.thread(&s.id) {
+            Some(loaded) => loaded.to_thread(&ctx.runtime.config.version, Vec::new()),
+            None => sessions::summary_thread(&ctx.runtime, &s),
+        };
+        if matches_filters(&t, &p) {
+            threads.push(t);
+        }
+    }
+    threads.sort_by_key(|t| match p.sort_key {
+        Some(keel_app_server_protocol::v2::ThreadSortKey::CreatedAt) => t.created_at,
+        _ => t.updated_at,
+    });
+    if p.sort_direction.unwrap_or_default() == SortDirection::Desc {
+        threads.reverse();
+    }
+    let (data, next_cursor) = page(threads, p.cursor.as_deref(), p.limit)?;
+    ok(&ThreadListResponse {
+        data,
+        next_cursor,
+        backwards_cursor: None,
+    })
+}
+
+/// A thread by id: loaded, or read from its session file.
+async fn read_thread(
+    ctx: &RequestCtx,
+    id: &str,
+    include_turns: bool,
+) -> Result<(Thread, Vec<Turn>), RpcError> {
+    if let Some(t) = ctx.runtime.thread(id) {
+        let turns = loaded_turns(&t);
+        let shown = if include_turns {
+            turns.clone()
+        } else {
+            Vec::new()
+        };
+        return Ok((t.to_thread(&ctx.runtime.config.version, shown), turns));
+    }
+    let path = sessions::find_session_file(&ctx.runtime, id)
+        .await
+        .ok_or_else(|| RpcError::thread_not_found(id))?;
+    let loaded = keel_session_store::load(&path)
+        .await
+        .map_err(|e| RpcError::internal(format!("cannot load session {}: {e}", path.display())))?;
+    let summary = ctx
+        .runtime
+        .store
+        .list(std::path::Path::new(&loaded.header.cwd))
+        .await
+        .ok()
+        .and_then(|l| l.into_iter().find(|s| s.id == id))
+        .ok_or_else(|| RpcError::thread_not_found(id))?;
+    let turns = turns_of(
+        id,
+        &loaded.messages(),
+        std::path::Path::new(&loaded.header.cwd),
+    );
+    let mut thread = sessions::summary_thread(&ctx.runtime, &summary);
+    if include_turns {
+        thread.turns = turns.clone();
+    }
+    Ok((thread, turns))
+}
+
+pub async fn read(ctx: &mut RequestCtx, p: ThreadReadParams) -> Result<Reply, RpcError> {
+    let (thread, _) = read_thread(ctx, &p.thread_id, p.include_turns).await?;
+    if p.include_turns {
+        ctx.after.push(After::NotifyThread(
+            p.thread_id.clone(),
+            Box::new(ServerNotification::DeprecationNotice(
+                DeprecationNoticeNotification {
+                    summary:
+                        "thread/read with includeTurns is deprecated; page with thread/turns/list"
+                            .to_owned(),
+                    details: None,
+                },
+            )),
+        ));
+    }
+    ok(&ThreadReadResponse { thread })
+}
+
+pub async fn turns_list(ctx: &mut RequestCtx, p: ThreadTurnsListParams) -> Result<Reply, RpcError> {
+    let (_, mut turns) = read_thread(ctx, &p.thread_id, false).await?;
+    if p.sort_direction.unwrap_or_default() == SortDirection::Desc {
+        turns.reverse();
+    }
+    let (data, next_cursor) = page(turns, p.cursor.as_deref(), p.limit)?;
+    ok(&ThreadTurnsListResponse {
+        data,
+        next_cursor,
+        backwards_cursor: None,
+    })
+}
+
+pub fn loaded_list(ctx: &mut RequestCtx, p: ThreadLoadedListParams) -> Result<Reply, RpcError> {
+    let (data, next_cursor) = page(
+        ctx.runtime.loaded_thread_ids(),
+        p.cursor.as_deref(),
+        p.limit,
+    )?;
+    ok(&ThreadLoadedListResponse { data, next_cursor })
+}
+
+pub async fn name_set(ctx: &mut RequestCtx, p: ThreadSetNameParams) -> Result<Reply, RpcError> {
+    let thread = ctx
+        .runtime
+        .thread(&p.thread_id)
+        .ok_or_else(|| RpcError::thread_not_found(&p.thread_id))?;
+    thread
+        .handle
+        .submit(Op::SetSessionName { name: Some(p.name) })
+        .await
+        .map_err(RpcError::internal)?;
+    ok(&EmptyResponse {})
+}
+
+pub fn unsubscribe(ctx: &mut RequestCtx, p: ThreadIdParams) -> Result<Reply, RpcError> {
+    let status = if ctx.runtime.thread(&p.thread_id).is_none() {
+        ThreadUnsubscribeStatus::NotLoaded
+    } else if ctx.runtime.unsubscribe(&p.thread_id, ctx.conn.id) {
+        ThreadUnsubscribeStatus::Unsubscribed
+    } else {
+        ThreadUnsubscribeStatus::NotSubscribed
+    };
+    ok(&ThreadUnsubscribeResponse { status })
+}

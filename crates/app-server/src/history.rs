@@ -1,0 +1,212 @@
+//! A session's history (core messages) as protocol turns, for
+//! `thread/read`, `thread/resume` and `thread/turns/list`.
+//!
+//! Each user message that follows an assistant answer starts a turn (a
+//! steering message inside a run is kept in the run's turn). Turn ids are
+//! derived from the thread id and the turn's position, so they are stable
+//! across reads.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use keel_app_server_protocol::v2::{ThreadItem, Turn, TurnError, TurnItemsView, TurnStatus};
+use keel_protocol::{ContentBlock, Message, StopReason};
+
+use crate::errors::turn_error;
+use crate::items::{Ending, completed_item, started_item, user_inputs};
+
+/// The turns of `messages`, every item included.
+pub fn turns_of(thread_id: &str, messages: &[Message], cwd: &Path) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = Vec::new();
+    let mut tools: HashMap<String, ThreadItem> = HashMap::new();
+    let mut last_was_assistant = true;
+    for (i, message) in messages.iter().enumerate() {
+        match message {
+            Message::User(u) => {
+                if turns.is_empty() || last_was_assistant {
+                    let n = turns.len();
+                    turns.push(Turn {
+                        id: format!("{thread_id}-turn-{n}"),
+                        root_turn_id: None,
+                        items: Vec::new(),
+                        items_view: TurnItemsView::Full,
+                        status: TurnStatus::Completed,
+                        error: None,
+                        started_at: Some(u.timestamp / 1000),
+                        completed_at: Some(u.timestamp / 1000),
+                        duration_ms: None,
+                    });
+                }
+                last_was_assistant = false;
+                if let Some(turn) = turns.last_mut() {
+                    turn.items.push(ThreadItem::UserMessage {
+                        id: format!("{thread_id}-item-{i}"),
+                        client_id: None,
+                        content: user_inputs(&u.content),
+                    });
+                }
+            }
+            Message::Assistant(a) => {
+                last_was_assistant = true;
+                let Some(turn) = turns.last_mut() else {
+                    continue;
+                };
+                turn.completed_at = Some(a.timestamp / 1000);
+                for (j, block) in a.content.iter().enumerate() {
+                    match block {
+                        ContentBlock::Text { text } if !text.is_empty() => {
+                            turn.items.push(ThreadItem::AgentMessage {
+                                id: format!("{thread_id}-item-{i}-{j}"),
+                                text: text.clone(),
+                                phase: None,
+                            })
+                        }
+                        ContentBlock::Thinking { thinking, .. } if !thinking.is_empty() => {
+                            turn.items.push(ThreadItem::Reasoning {
+                                id: format!("{thread_id}-item-{i}-{j}"),
+                                summary: vec![thinking.clone()],
+                                content: Vec::new(),
+                            })
+                        }
+                        ContentBlock::ToolCall {
+                            id,
+                            name,
+                            arguments,
+                        } => {
+                            tools.insert(id.clone(), started_item(id, name, arguments, cwd));
+                        }
+                        ContentBlock::Text { .. }
+                        | ContentBlock::Thinking { .. }
+                        | ContentBlock::Image { .. } => {}
+                    }
+                }
+                match a.stop_reason {
+                    StopReason::Error => {
+                        turn.status = TurnStatus::Failed;
+                        turn.error = Some(turn_error(
+                            a.error_kind.as_deref(),
+                            a.error_message
+                                .as_deref()
+                                .unwrap_or("the model call failed"),
+                        ));
+                    }
+                    StopReason::Aborted => turn.status = TurnStatus::Interrupted,
+                    StopReason::Stop | StopReason::Length | StopReason::ToolUse => {}
+                }
+            }
+            Message::ToolResult(r) => {
+                let Some(turn) = turns.last_mut() else {
+                    continue;
+                };
+                if let Some(item) = tools.remove(&r.tool_call_id) {
+                    let result = keel_protocol::ToolResult {
+                        content: r.content.clone(),
+                        details: r.details.clone(),
+                    };
+                    turn.items.push(completed_item(
+                        item,
+                        Some(&result),
+                        Ending::Ran {
+                            is_error: r.is_error,
+                        },
+                        0,
+                    ));
+                }
+            }
+        }
+    }
+    turns
+}
+
+/// A turn's summary view: only its last agent message.
+pub fn summarize(mut turn: Turn) -> Turn {
+    let last = turn
+        .items
+        .iter()
+        .rev()
+        .find(|i| matches!(i, ThreadItem::AgentMessage { .. }))
+        .cloned();
+    turn.items = last.into_iter().collect();
+    turn.items_view = TurnItemsView::Summary;
+    turn
+}
+
+/// Keeps `error` only for failed turns (for a tidy summary).
+pub fn error_if_failed(status: TurnStatus, error: Option<TurnError>) -> Option<TurnError> {
+    match status {
+        TurnStatus::Failed => error,
+        TurnStatus::Completed | TurnStatus::Interrupted | TurnStatus::InProgress => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use keel_protocol::{AssistantMessage, ToolResultMessage, UserMessage};
+    use serde_json::json;
+
+    fn assistant(content: Vec<ContentBlock>, stop: StopReason) -> Message {
+        Message::Assistant(AssistantMessage {
+            content,
+            api: "a".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            usage: Default::default(),
+            stop_reason: stop,
+            error_message: None,
+            error_kind: None,
+            timestamp: 2000,
+            response_id: None,
+        })
+    }
+
+    #[test]
+    fn groups_messages_into_turns_with_items() {
+        let messages = vec![
+            Message::User(UserMessage {
+                content: vec![ContentBlock::text("run ls")],
+                timestamp: 1000,
+            }),
+            assistant(
+                vec![ContentBlock::ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: json!({"command": "ls"}),
+                }],
+                StopReason::ToolUse,
+            ),
+            Message::ToolResult(ToolResultMessage {
+                tool_call_id: "c1".into(),
+                tool_name: "bash".into(),
+                content: vec![ContentBlock::text("a\n")],
+                details: Some(json!({"exitCode": 0})),
+                is_error: false,
+                timestamp: 1500,
+            }),
+            assistant(vec![ContentBlock::text("done")], StopReason::Stop),
+            Message::User(UserMessage {
+                content: vec![ContentBlock::text("again")],
+                timestamp: 3000,
+            }),
+            assistant(vec![], StopReason::Aborted),
+        ];
+        let turns = turns_of("t", &messages, Path::new("/w"));
+        assert_eq!(turns.len(), 2);
+        let kinds: Vec<String> = turns[0]
+            .items
+            .iter()
+            .map(|i| {
+                serde_json::to_value(i).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(kinds, ["userMessage", "commandExecution", "agentMessage"]);
+        assert_eq!(turns[1].status, TurnStatus::Interrupted);
+        let s = summarize(turns[0].clone());
+        assert_eq!(s.items.len(), 1);
+        assert_eq!(s.items_view, TurnItemsView::Summary);
+    }
+}

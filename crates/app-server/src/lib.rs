@@ -1,0 +1,44 @@
+//! keel's Codex-compatible app-server: `keel app-server`.
+//!
+//! This crate owns the server side of the Codex app-server protocol over
+//! keel's agent: transports ([`transport`]: stdio, WebSocket, unix), one
+//! connection's state and loop ([`connection`], [`outbound`]), request
+//! routing and gates ([`dispatch`]), handlers per resource ([`handlers`]),
+//! the shared runtime of threads and subscriptions ([`runtime`]), threads
+//! as keel sessions ([`sessions`], [`thread_state`], [`history`]), the
+//! per-thread event pump that turns core events into thread/turn/item
+//! notifications ([`pump`], [`items`], [`errors`]), the server-request
+//! broker ([`broker`]) and approvals as server requests ([`approvals`]).
+//! JSON-RPC error codes are chosen in one place ([`rpc_error`]).
+//!
+//! Wire types come from `keel-app-server-protocol`. It must not know RPC
+//! mode (`keel-rpc`), clap, or stdout outside the stdio transport.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod approvals;
+pub mod broker;
+pub mod commands;
+pub mod connection;
+pub mod dispatch;
+mod error;
+pub mod errors;
+pub mod handlers;
+pub mod history;
+pub mod items;
+pub mod outbound;
+pub mod pump;
+pub mod rpc_error;
+pub mod runtime;
+pub mod sessions;
+pub mod thread_state;
+pub mod transport;
+
+#[cfg(test)]
+mod tests_support;
+
+pub use error::{Error, Result};
+pub use runtime::{AppServerConfig, ModelSource, Runtime};
+pub use transport::stdio::serve_stdio;
+pub use transport::auth::{AuthMode, AuthPolicy, AuthSettings};
+pub use transport::network::NetworkServer;
+pub use transport::{Listen, parse_listen};

@@ -1,0 +1,663 @@
+//! The per-thread event pump: reads the core session's events and sends
+//! the protocol's thread, turn and item notifications to the thread's
+//! subscribers.
+//!
+//! One keel run (`agent_start` … `agent_end`) is one turn. Assistant text
+//! becomes an `agentMessage` item (streamed with `item/agentMessage/delta`),
+//! thinking a `reasoning` item (summary deltas), each tool call an item
+//! from [`crate::items`]. Items still open when the turn ends abnormally
+//! are closed. The match over [`AgentEvent`] is exhaustive on purpose: a
+//! new core event must be translated (or consciously ignored) here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use keel_app_server_protocol::RequestId;
+use keel_app_server_protocol::v2::{
+    ErrorNotification, ItemCompletedNotification, ItemDeltaNotification, ItemStartedNotification,
+    ReasoningSummaryPartAddedNotification, ReasoningSummaryTextDeltaNotification,
+    ServerNotification, ServerRequestResolvedNotification, ThreadItem,
+    ThreadNameUpdatedNotification, ThreadStatus, ThreadStatusChangedNotification, ThreadTokenUsage,
+    ThreadTokenUsageUpdatedNotification, TokenUsageBreakdown, Turn, TurnDiffUpdatedNotification,
+    TurnError, TurnItemsView, TurnNotification, TurnStatus,
+};
+use keel_protocol::{AgentEvent, AssistantMessageEvent, Message, StopReason, ToolResult, Usage};
+use tokio::sync::mpsc;
+
+use crate::errors::turn_error;
+use crate::history::{error_if_failed, summarize};
+use crate::items::{Ending, completed_item, result_text, started_item, user_inputs};
+use crate::runtime::Runtime;
+use crate::thread_state::{ActiveTurn, LoadedThread, TURN_READY_WAIT};
+
+/// Runs until the session's event stream ends.
+pub async fn run(
+    runtime: Arc<Runtime>,
+    thread: Arc<LoadedThread>,
+    mut events: mpsc::Receiver<AgentEvent>,
+) {
+    let mut pump = Pump {
+        runtime,
+        thread,
+        turn: None,
+        usage_total: TokenUsageBreakdown::default(),
+    };
+    while let Some(event) = events.recv().await {
+        pump.on_event(event).await;
+    }
+    if pump.turn.is_some() {
+        pump.end_turn().await;
+    }
+}
+
+/// An item that streams text (an agent message or reasoning).
+struct OpenText {
+    id: String,
+    text: String,
+    started_ms: i64,
+}
+
+struct OpenTool {
+    item: ThreadItem,
+    started_ms: i64,
+    last_output: String,
+}
+
+struct TurnCtx {
+    id: String,
+    started_at_ms: i64,
+    agent: Option<OpenText>,
+    reasoning: Option<OpenText>,
+    tools: HashMap<String, OpenTool>,
+    items: Vec<ThreadItem>,
+    error: Option<TurnError>,
+    aborted: bool,
+    diffs: BTreeMap<String, String>,
+    next_item: u32,
+}
+
+struct Pump {
+    runtime: Arc<Runtime>,
+    thread: Arc<LoadedThread>,
+    turn: Option<TurnCtx>,
+    usage_total: TokenUsageBreakdown,
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Pump {
+    async fn send(&self, n: ServerNotification) {
+        self.runtime.notify_thread(&self.thread.id, &n).await;
+    }
+
+    async fn send_status_if_changed(&self) {
+        if let Some(status) = self.thread.refresh_status() {
+            self.send(ServerNotification::ThreadStatusChanged(
+                ThreadStatusChangedNotification {
+                    thread_id: self.thread.id.clone(),
+                    status,
+                },
+            ))
+            .await;
+        }
+    }
+
+    fn turn_id(&self) -> String {
+        self.turn.as_ref().map(|t| t.id.clone()).unwrap_or_default()
+    }
+
+    fn next_item_id(&mut self, prefix: &str) -> String {
+        let thread = self.thread.id.clone();
+        match self.turn.as_mut() {
+            Some(t) => {
+                t.next_item += 1;
+                format!("{prefix}_{}_{}", short(&t.id), t.next_item)
+            }
+            None => format!("{prefix}_{}", short(&thread)),
+        }
+    }
+
+    async fn item_started(&self, item: ThreadItem, started_ms: i64) {
+        self.send(ServerNotification::ItemStarted(ItemStartedNotification {
+            thread_id: self.thread.id.clone(),
+            turn_id: self.turn_id(),
+            item,
+            started_at_ms: started_ms,
+        }))
+        .await;
+    }
+
+    async fn item_completed(&mut self, item: ThreadItem) {
+        if let Some(t) = self.turn.as_mut() {
+            t.items.push(item.clone());
+        }
+        self.send(ServerNotification::ItemCompleted(
+            ItemCompletedNotification {
+                thread_id: self.thread.id.clone(),
+                turn_id: self.turn_id(),
+                item,
+                completed_at_ms: now_ms(),
+            },
+        ))
+        .await;
+    }
+
+    async fn on_event(&mut self, event: AgentEvent) {
+        match event {
+            AgentEvent::AgentStart => self.start_turn().await,
+            AgentEvent::AgentEnd { messages: _ } => self.end_turn().await,
+            AgentEvent::TurnStart | AgentEvent::TurnEnd { .. } => {}
+            AgentEvent::MessageStart { message } => self.message_start(message).await,
+            AgentEvent::MessageUpdate {
+                assistant_message_event,
+            } => self.message_update(assistant_message_event).await,
+            AgentEvent::MessageEnd { message } => self.message_end(message).await,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => self.tool_start(tool_call_id, tool_name, args).await,
+            AgentEvent::ToolExecutionUpdate {
+                tool_call_id,
+                partial_result,
+                ..
+            } => self.tool_update(tool_call_id, partial_result).await,
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id,
+                result,
+                is_error,
+                ..
+            } => self.tool_end(tool_call_id, result, is_error).await,
+            AgentEvent::SessionInfoChanged { name } => {
+                self.thread.state().name = name.clone();
+                self.send(ServerNotification::ThreadNameUpdated(
+                    ThreadNameUpdatedNotification {
+                        thread_id: self.thread.id.clone(),
+                        thread_name: name,
+                    },
+                ))
+                .await;
+            }
+            AgentEvent::QueueUpdate { .. }
+            | AgentEvent::ThinkingLevelChanged { .. }
+            | AgentEvent::ModelChanged { .. } => {}
+        }
+    }
+
+    async fn start_turn(&mut self) {
+        let ready = {
+            let mut s = self.thread.state();
+            if s.active.is_none() {
+                s.active = Some(ActiveTurn {
+                    id: uuid::Uuid::now_v7().to_string(),
+                    started_at_ms: now_ms(),
+                    ready: None,
+                    interrupted: false,
+                    waiting_on_approval: 0,
+                });
+            }
+            s.active.as_mut().and_then(|t| t.ready.take())
+        };
+        if let Some(ready) = ready {
+            let _ = tokio::time::timeout(TURN_READY_WAIT, ready).await;
+        }
+        let (id, started_at_ms) = {
+            let s = self.thread.state();
+            s.active
+                .as_ref()
+                .map(|t| (t.id.clone(), t.started_at_ms))
+                .unwrap_or_default()
+        };
+        self.turn = Some(TurnCtx {
+            id: id.clone(),
+            started_at_ms,
+            agent: None,
+            reasoning: None,
+            tools: HashMap::new(),
+            items: Vec::new(),
+            error: None,
+            aborted: false,
+            diffs: BTreeMap::new(),
+            next_item: 0,
+        });
+        self.send_status_if_changed().await;
+        self.send(ServerNotification::TurnStarted(TurnNotification {
+            thread_id: self.thread.id.clone(),
+            turn: Turn {
+                id: id.clone(),
+                root_turn_id: Some(id),
+                items: Vec::new(),
+                items_view: TurnItemsView::NotLoaded,
+                status: TurnStatus::InProgress,
+                error: None,
+                started_at: Some(started_at_ms / 1000),
+                completed_at: None,
+                duration_ms: None,
+            },
+        }))
+        .await;
+    }
+
+    async fn message_start(&mut self, message: Message) {
+        let Message::User(user) = message else {
+            return;
+        };
+        {
+            let mut s = self.thread.state();
+            if s.preview.is_empty() {
+                s.preview = crate::sessions::preview_of(&[Message::User(user.clone())]);
+            }
+        }
+        let id = self.next_item_id("user");
+        let item = ThreadItem::UserMessage {
+            id,
+            client_id: None,
+            content: user_inputs(&user.content),
+        };
+        let t = now_ms();
+        self.item_started(item.clone(), t).await;
+        self.item_completed(item).await;
+    }
+
+    async fn open_agent(&mut self) {
+        if self.turn.as_ref().is_some_and(|t| t.agent.is_some()) {
+            return;
+        }
+        let id = self.next_item_id("msg");
+        let started_ms = now_ms();
+        if let Some(t) = self.turn.as_mut() {
+            t.agent = Some(OpenText {
+                id: id.clone(),
+                text: String::new(),
+                started_ms,
+            });
+        }
+        self.item_started(
+            ThreadItem::AgentMessage {
+                id,
+                text: String::new(),
+                phase: None,
+            },
+            started_ms,
+        )
+        .await;
+    }
+
+    async fn close_agent(&mut self, full: Option<String>) {
+        let Some(open) = self.turn.as_mut().and_then(|t| t.agent.take()) else {
+            return;
+        };
+        let _ = open.started_ms;
+        self.item_completed(ThreadItem::AgentMessage {
+            id: open.id,
+            text: full.unwrap_or(open.text),
+            phase: None,
+        })
+        .await;
+    }
+
+    async fn open_reasoning(&mut self) {
+        if self.turn.as_ref().is_some_and(|t| t.reasoning.is_some()) {
+            return;
+        }
+        let id = self.next_item_id("rs");
+        let started_ms = now_ms();
+        if let Some(t) = self.turn.as_mut() {
+            t.reasoning = Some(OpenText {
+                id: id.clone(),
+                text: String::new(),
+                started_ms,
+            });
+        }
+        self.item_started(
+            ThreadItem::Reasoning {
+                id: id.clone(),
+                summary: Vec::new(),
+                content: Vec::new(),
+            },
+            started_ms,
+        )
+        .await;
+        self.send(ServerNotification::ReasoningSummaryPartAdded(
+            ReasoningSummaryPartAddedNotification {
+                thread_id: self.thread.id.clone(),
+                turn_id: self.turn_id(),
+                item_id: id,
+                summary_index: 0,
+            },
+        ))
+        .await;
+    }
+
+    async fn close_reasoning(&mut self, full: Option<String>) {
+        let Some(open) = self.turn.as_mut().and_then(|t| t.reasoning.take()) else {
+            return;
+        };
+        let text = full.unwrap_or(open.text);
+        self.item_completed(ThreadItem::Reasoning {
+            id: open.id,
+            summary: if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![text]
+            },
+            content: Vec::new(),
+        })
+        .await;
+    }
+
+    async fn message_update(&mut self, event: AssistantMessageEvent) {
+        if self.turn.is_none() {
+            return;
+        }
+        match event {
+            AssistantMessageEvent::TextStart { .. } => {
+                self.close_agent(None).await;
+                self.open_agent().await;
+            }
+            AssistantMessageEvent::TextDelta { delta, .. } => {
+                self.open_agent().await;
+                let item_id = match self.turn.as_mut().and_then(|t| t.agent.as_mut()) {
+                    Some(open) => {
+                        open.text.push_str(&delta);
+                        open.id.clone()
+                    }
+                    None => return,
+                };
+                self.send(ServerNotification::AgentMessageDelta(
+                    ItemDeltaNotification {
+                        thread_id: self.thread.id.clone(),
+                        turn_id: self.turn_id(),
+                        item_id,
+                        delta,
+                    },
+                ))
+                .await;
+            }
+            AssistantMessageEvent::TextEnd { content, .. } => {
+                self.open_agent().await;
+                self.close_agent(Some(content)).await;
+            }
+            AssistantMessageEvent::ThinkingStart { .. } => self.open_reasoning().await,
+            AssistantMessageEvent::ThinkingDelta { delta, .. } => {
+                self.open_reasoning().await;
+                let item_id = match self.turn.as_mut().and_then(|t| t.reasoning.as_mut()) {
+                    Some(open) => {
+                        open.text.push_str(&delta);
+                        open.id.clone()
+                    }
+                    None => return,
+                };
+                self.send(ServerNotification::ReasoningSummaryTextDelta(
+                    ReasoningSummaryTextDeltaNotification {
+                        thread_id: self.thread.id.clone(),
+                        turn_id: self.turn_id(),
+                        item_id,
+                        delta,
+                        summary_index: 0,
+                    },
+                ))
+                .await;
+            }
+            AssistantMessageEvent::ThinkingEnd { content, .. } => {
+                self.open_reasoning().await;
+                self.close_reasoning(Some(content)).await;
+            }
+            AssistantMessageEvent::ToolCallStart { .. }
+            | AssistantMessageEvent::ToolCallDelta { .. }
+            | AssistantMessageEvent::ToolCallEnd { .. } => {}
+        }
+    }
+
+    async fn message_end(&mut self, message: Message) {
+        let Message::Assistant(a) = message else {
+            return;
+        };
+        self.close_reasoning(None).await;
+        self.close_agent(None).await;
+        match a.stop_reason {
+            StopReason::Error => {
+                let error = turn_error(
+                    a.error_kind.as_deref(),
+                    a.error_message
+                        .as_deref()
+                        .unwrap_or("the model call failed"),
+                );
+                if let Some(t) = self.turn.as_mut() {
+                    t.error = Some(error);
+                }
+                return;
+            }
+            StopReason::Aborted => {
+                if let Some(t) = self.turn.as_mut() {
+                    t.aborted = true;
+                }
+                return;
+            }
+            StopReason::Stop | StopReason::Length | StopReason::ToolUse => {}
+        }
+        self.token_usage(&a.usage).await;
+    }
+
+    async fn token_usage(&mut self, usage: &Usage) {
+        let last = TokenUsageBreakdown {
+            total_tokens: usage.total_tokens,
+            input_tokens: usage.input + usage.cache_read,
+            cached_input_tokens: usage.cache_read,
+            cache_write_input_tokens: usage.cache_write,
+            output_tokens: usage.output,
+            reasoning_output_tokens: 0,
+        };
+        let t = &mut self.usage_total;
+        t.total_tokens += last.total_tokens;
+        t.input_tokens += last.input_tokens;
+        t.cached_input_tokens += last.cached_input_tokens;
+        t.cache_write_input_tokens += last.cache_write_input_tokens;
+        t.output_tokens += last.output_tokens;
+        let window = self.thread.state().model.context_window;
+        self.send(ServerNotification::ThreadTokenUsageUpdated(
+            ThreadTokenUsageUpdatedNotification {
+                thread_id: self.thread.id.clone(),
+                turn_id: self.turn_id(),
+                token_usage: ThreadTokenUsage {
+                    total: self.usage_total,
+                    last,
+                    model_context_window: (window > 0).then_some(window),
+                },
+            },
+        ))
+        .await;
+    }
+
+    async fn tool_start(&mut self, call_id: String, tool: String, args: serde_json::Value) {
+        if self.turn.is_none() {
+            return;
+        }
+        let cwd = self.thread.state().cwd.clone();
+        let item = started_item(&call_id, &tool, &args, &cwd);
+        let started_ms = now_ms();
+        if let Some(t) = self.turn.as_mut() {
+            t.tools.insert(
+                call_id.clone(),
+                OpenTool {
+                    item: item.clone(),
+                    started_ms,
+                    last_output: String::new(),
+                },
+            );
+        }
+        self.item_started(item, started_ms).await;
+        self.thread.state().started_items.insert(call_id);
+        self.thread.item_started.notify_waiters();
+    }
+
+    async fn tool_update(&mut self, call_id: String, partial: ToolResult) {
+        let text = result_text(&partial);
+        let delta = {
+            let Some(open) = self.turn.as_mut().and_then(|t| t.tools.get_mut(&call_id)) else {
+                return;
+            };
+            if !matches!(open.item, ThreadItem::CommandExecution { .. }) {
+                return;
+            }
+            let delta = match text.strip_prefix(open.last_output.as_str()) {
+                Some(rest) => rest.to_owned(),
+                None => text.clone(),
+            };
+            open.last_output = text;
+            delta
+        };
+        if delta.is_empty() {
+            return;
+        }
+        self.send(ServerNotification::CommandExecutionOutputDelta(
+            ItemDeltaNotification {
+                thread_id: self.thread.id.clone(),
+                turn_id: self.turn_id(),
+                item_id: call_id,
+                delta,
+            },
+        ))
+        .await;
+    }
+
+    async fn tool_end(&mut self, call_id: String, result: ToolResult, is_error: bool) {
+        let Some(open) = self.turn.as_mut().and_then(|t| t.tools.remove(&call_id)) else {
+            return;
+        };
+        let declined = self.thread.state().declined.remove(&call_id);
+        let ending = if declined {
+            Ending::Declined
+        } else {
+            Ending::Ran { is_error }
+        };
+        let item = completed_item(open.item, Some(&result), ending, now_ms() - open.started_ms);
+        let diff_changed = match (&item, ending) {
+            (ThreadItem::FileChange { changes, .. }, Ending::Ran { is_error: false }) => {
+                if let Some(t) = self.turn.as_mut() {
+                    for c in changes {
+                        t.diffs.insert(c.path.clone(), c.diff.clone());
+                    }
+                }
+                true
+            }
+            _ => false,
+        };
+        self.item_completed(item).await;
+        if diff_changed {
+            let diff: String = self
+                .turn
+                .as_ref()
+                .map(|t| t.diffs.values().cloned().collect())
+                .unwrap_or_default();
+            self.send(ServerNotification::TurnDiffUpdated(
+                TurnDiffUpdatedNotification {
+                    thread_id: self.thread.id.clone(),
+                    turn_id: self.turn_id(),
+                    diff,
+                },
+            ))
+            .await;
+        }
+    }
+
+    /// Closes open items, settles the status and announces the end.
+    async fn end_turn(&mut self) {
+        self.close_reasoning(None).await;
+        self.close_agent(None).await;
+        let open: Vec<(String, OpenTool)> = self
+            .turn
+            .as_mut()
+            .map(|t| t.tools.drain().collect())
+            .unwrap_or_default();
+        for (_, tool) in open {
+            let item = completed_item(tool.item, None, Ending::Cut, now_ms() - tool.started_ms);
+            self.item_completed(item).await;
+        }
+        let Some(turn) = self.turn.take() else {
+            return;
+        };
+        let interrupted = {
+            let mut s = self.thread.state();
+            let flag = s.active.as_ref().is_some_and(|t| t.interrupted);
+            s.active = None;
+            s.started_items.clear();
+            s.declined.clear();
+            s.updated_at = chrono::Utc::now().timestamp();
+            flag
+        };
+        for id in self.runtime.broker.withdraw_thread(&self.thread.id) {
+            self.send(ServerNotification::ServerRequestResolved(
+                ServerRequestResolvedNotification {
+                    thread_id: self.thread.id.clone(),
+                    request_id: RequestId::Integer(id),
+                },
+            ))
+            .await;
+        }
+        let status = if interrupted || turn.aborted {
+            TurnStatus::Interrupted
+        } else if turn.error.is_some() {
+            TurnStatus::Failed
+        } else {
+            TurnStatus::Completed
+        };
+        let completed_ms = now_ms();
+        let full = Turn {
+            id: turn.id.clone(),
+            root_turn_id: Some(turn.id.clone()),
+            items: turn.items,
+            items_view: TurnItemsView::Full,
+            status,
+            error: error_if_failed(status, turn.error.clone()),
+            started_at: Some(turn.started_at_ms / 1000),
+            completed_at: Some(completed_ms / 1000),
+            duration_ms: Some(completed_ms - turn.started_at_ms),
+        };
+        let announced = match status {
+            TurnStatus::Completed => summarize(full.clone()),
+            TurnStatus::Failed | TurnStatus::Interrupted | TurnStatus::InProgress => Turn {
+                items: Vec::new(),
+                items_view: TurnItemsView::NotLoaded,
+                ..full.clone()
+            },
+        };
+        {
+            let mut s = self.thread.state();
+            s.turns.push(full);
+            s.status = if status == TurnStatus::Failed {
+                ThreadStatus::SystemError
+            } else {
+                ThreadStatus::Idle
+            };
+        }
+        self.send(ServerNotification::ThreadStatusChanged(
+            ThreadStatusChangedNotification {
+                thread_id: self.thread.id.clone(),
+                status: self.thread.status(),
+            },
+        ))
+        .await;
+        if let (TurnStatus::Failed, Some(error)) = (status, turn.error) {
+            self.send(ServerNotification::Error(ErrorNotification {
+                error,
+                will_retry: false,
+                thread_id: self.thread.id.clone(),
+                turn_id: turn.id.clone(),
+            }))
+            .await;
+        }
+        self.send(ServerNotification::TurnCompleted(TurnNotification {
+            thread_id: self.thread.id.clone(),
+            turn: announced,
+        }))
+        .await;
+    }
+}
+
+/// The first 8 characters of an id without dashes.
+fn short(id: &str) -> String {
+    id.chars().filter(|c| *c != '-').rev().take(8).collect()
+}

@@ -1,0 +1,191 @@
+//! The state shared by every connection of one server process: loaded
+//! threads, connections and their thread subscriptions, the server-request
+//! broker, and what the host provides (models, home). One runtime serves
+//! stdio, WebSocket and unix clients alike, so threads, subscriptions and
+//! approvals are shared, not per-connection.
+//!
+//! It must not know transports or JSON-RPC framing.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use keel_app_server_protocol::v2::ServerNotification;
+use keel_core::ModelInfo;
+use keel_llm::Provider;
+use keel_session_store::SessionStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::commands::ProcessTable;
+use crate::outbound::{Connection, ConnectionId};
+use crate::thread_state::LoadedThread;
+
+/// Default limit on one inbound frame, in bytes.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+/// Default time an approval request waits for an answer.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// What the binary provides: the configured models and their providers.
+pub trait ModelSource: Send + Sync {
+    /// The models keel may use; the first is the default. Empty when no
+    /// model is configured (the server still answers, turns fail).
+    fn models(&self) -> Vec<ModelInfo>;
+    /// A provider for one of [`ModelSource::models`].
+    fn provider(&self, model: &ModelInfo) -> Result<Arc<dyn Provider>, String>;
+    /// The base URL of a model's provider, if known.
+    fn base_url(&self, model: &ModelInfo) -> Option<String>;
+    /// Whether an API key is configured (for `account/read`).
+    fn has_api_key(&self) -> bool;
+}
+
+/// Settings of one server process.
+#[derive(Debug, Clone)]
+pub struct AppServerConfig {
+    /// `KEEL_HOME`: reported as `codexHome`; sessions live under it.
+    pub home: PathBuf,
+    /// The directory new threads use when `thread/start` names none.
+    pub default_cwd: PathBuf,
+    pub max_frame_bytes: usize,
+    pub approval_timeout: Duration,
+    /// keel's version, for `userAgent` and `cliVersion`.
+    pub version: String,
+}
+
+impl AppServerConfig {
+    pub fn new(home: PathBuf, default_cwd: PathBuf) -> Self {
+        Self {
+            home,
+            default_cwd,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// The shared state of one server.
+pub struct Runtime {
+    pub config: AppServerConfig,
+    pub models: Arc<dyn ModelSource>,
+    pub store: SessionStore,
+    pub broker: Broker,
+    pub processes: Arc<ProcessTable>,
+    threads: Mutex<HashMap<String, Arc<LoadedThread>>>,
+    connections: Mutex<HashMap<ConnectionId, Arc<Connection>>>,
+    /// thread id → subscribed connections.
+    subscriptions: Mutex<HashMap<String, HashSet<ConnectionId>>>,
+    next_connection: AtomicU64,
+    /// Cancelled when the server shuts down.
+    pub shutdown: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Runtime {
+    pub fn new(config: AppServerConfig, models: Arc<dyn ModelSource>) -> Arc<Self> {
+        Arc::new(Self {
+            store: SessionStore::new(config.home.join("sessions")),
+            config,
+            models,
+            broker: Broker::new(),
+            processes: Arc::new(ProcessTable::default()),
+            threads: Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
+            subscriptions: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    pub fn next_connection_id(&self) -> ConnectionId {
+        self.next_connection.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn add_connection(&self, conn: Arc<Connection>) {
+        lock(&self.connections).insert(conn.id, conn);
+    }
+
+    /// Forgets a closed connection: its subscriptions, its processes and
+    /// its eligibility for pending approvals (which stay pending).
+    pub async fn remove_connection(&self, id: ConnectionId) {
+        lock(&self.connections).remove(&id);
+        for subs in lock(&self.subscriptions).values_mut() {
+            subs.remove(&id);
+        }
+        self.broker.connection_closed(id);
+        self.processes.kill_owned_by(id).await;
+    }
+
+    pub fn connection(&self, id: ConnectionId) -> Option<Arc<Connection>> {
+        lock(&self.connections).get(&id).cloned()
+    }
+
+    pub fn thread(&self, id: &str) -> Option<Arc<LoadedThread>> {
+        lock(&self.threads).get(id).cloned()
+    }
+
+    pub fn insert_thread(&self, thread: Arc<LoadedThread>) {
+        lock(&self.threads).insert(thread.id.clone(), thread);
+    }
+
+    pub fn remove_thread(&self, id: &str) -> Option<Arc<LoadedThread>> {
+        lock(&self.subscriptions).remove(id);
+        lock(&self.threads).remove(id)
+    }
+
+    /// Ids of the loaded threads, sorted.
+    pub fn loaded_thread_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = lock(&self.threads).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    pub fn subscribe(&self, thread_id: &str, conn: ConnectionId) {
+        lock(&self.subscriptions)
+            .entry(thread_id.to_owned())
+            .or_default()
+            .insert(conn);
+    }
+
+    /// Whether `conn` was subscribed.
+    pub fn unsubscribe(&self, thread_id: &str, conn: ConnectionId) -> bool {
+        lock(&self.subscriptions)
+            .get_mut(thread_id)
+            .is_some_and(|s| s.remove(&conn))
+    }
+
+    /// The connections subscribed to a thread.
+    pub fn subscribers(&self, thread_id: &str) -> Vec<Arc<Connection>> {
+        let ids: Vec<ConnectionId> = lock(&self.subscriptions)
+            .get(thread_id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        let conns = lock(&self.connections);
+        let mut out: Vec<Arc<Connection>> =
+            ids.iter().filter_map(|id| conns.get(id).cloned()).collect();
+        out.sort_by_key(|c| c.id);
+        out
+    }
+
+    /// Sends a notification to every connection subscribed to a thread.
+    pub async fn notify_thread(&self, thread_id: &str, notification: &ServerNotification) {
+        for conn in self.subscribers(thread_id) {
+            conn.notify(notification).await;
+        }
+    }
+
+    /// Stops every loaded thread (aborting runs) and flushes its file.
+    pub async fn shutdown_threads(&self) {
+        self.shutdown.cancel();
+        let threads: Vec<Arc<LoadedThread>> = lock(&self.threads).drain().map(|(_, t)| t).collect();
+        for t in threads {
+            t.stop().await;
+        }
+        self.processes.kill_all().await;
+    }
+}

@@ -1,0 +1,125 @@
+//! `fs/*` edge cases and `command/exec` (collected, streamed, terminated
+//! while other requests are served).
+
+use base64::Engine;
+use serde_json::json;
+
+use super::super::Env;
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+#[tokio::test]
+async fn fs_methods_take_absolute_paths_and_report_io_errors() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let ws = env.ws().display().to_string();
+    let file = format!("{ws}/dir/a.txt");
+    s.ok("fs/createDirectory", json!({"path": format!("{ws}/dir")}))
+        .await;
+    s.ok(
+        "fs/writeFile",
+        json!({"path": file, "dataBase64": b64("probe\n")}),
+    )
+    .await;
+    let r = s.ok("fs/readFile", json!({"path": file})).await;
+    assert_eq!(r["dataBase64"], b64("probe\n"));
+    let e = s.err("fs/readFile", json!({"path": "dir/a.txt"})).await;
+    assert_eq!(
+        e,
+        json!({"code": -32600, "message": "Invalid request: AbsolutePathBuf deserialized without a base path"})
+    );
+    let e = s
+        .err("fs/readFile", json!({"path": format!("{ws}/nope")}))
+        .await;
+    assert_eq!(e["code"], -32603);
+    assert_eq!(e["message"], "No such file or directory (os error 2)");
+    std::os::unix::fs::symlink(env.ws().join("dir/a.txt"), env.ws().join("link")).unwrap();
+    let m = s
+        .ok("fs/getMetadata", json!({"path": format!("{ws}/link")}))
+        .await;
+    assert_eq!(m["isSymlink"], true);
+    assert_eq!(m["isFile"], true);
+    let m = s
+        .ok("fs/getMetadata", json!({"path": format!("{ws}/dir")}))
+        .await;
+    assert_eq!(
+        (m["isDirectory"].clone(), m["isSymlink"].clone()),
+        (json!(true), json!(false))
+    );
+    s.ok(
+        "fs/copy",
+        json!({"sourcePath": format!("{ws}/dir"), "destinationPath": format!("{ws}/copy"), "recursive": true}),
+    )
+    .await;
+    let d = s
+        .ok("fs/readDirectory", json!({"path": format!("{ws}/copy")}))
+        .await;
+    assert_eq!(
+        d["entries"],
+        json!([{"fileName": "a.txt", "isDirectory": false, "isFile": true}])
+    );
+    s.ok(
+        "fs/remove",
+        json!({"path": format!("{ws}/copy"), "recursive": true}),
+    )
+    .await;
+    assert!(!env.ws().join("copy").exists());
+    s.close().await;
+}
+
+#[tokio::test]
+async fn command_exec_collects_output() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let r = s
+        .ok(
+            "command/exec",
+            json!({"command": ["bash", "-c", "echo hi; echo err >&2; exit 3"],
+                   "cwd": env.ws().display().to_string()}),
+        )
+        .await;
+    assert_eq!(
+        r,
+        json!({"exitCode": 3, "stdout": "hi\n", "stderr": "err\n"})
+    );
+    let e = s
+        .err(
+            "command/exec",
+            json!({"command": ["true"], "cwd": "relative"}),
+        )
+        .await;
+    assert_eq!(e["code"], -32600);
+    s.close().await;
+}
+
+#[tokio::test]
+async fn streamed_command_is_terminated_while_other_requests_are_served() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let exec = s
+        .request(
+            "command/exec",
+            json!({"command": ["bash", "-c", "read line; echo got $line; sleep 30"],
+                   "processId": "p1", "streamStdin": true, "streamStdoutStderr": true}),
+        )
+        .await;
+    // Other requests are answered while the command runs.
+    s.ok("thread/loaded/list", json!({})).await;
+    s.ok(
+        "command/exec/write",
+        json!({"processId": "p1", "deltaBase64": b64("ping\n")}),
+    )
+    .await;
+    let delta = s.notification("command/exec/outputDelta").await;
+    assert_eq!(delta["params"]["processId"], "p1");
+    assert_eq!(delta["params"]["stream"], "stdout");
+    assert_eq!(delta["params"]["deltaBase64"], b64("got ping\n"));
+    s.ok("command/exec/terminate", json!({"processId": "p1"}))
+        .await;
+    let r = s.response(&exec).await;
+    assert_eq!(r["result"]["stdout"], "", "streamed output is not repeated");
+    assert_ne!(r["result"]["exitCode"], 0);
+    s.close().await;
+}
