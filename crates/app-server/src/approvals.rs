@@ -12,13 +12,17 @@
 //! the turn goes on; `cancel` refuses it and interrupts the turn.
 //!
 //! Policy → keel approval mode: `never` → nothing asks; `on-request` →
-//! `outside` (asks for calls that reach outside: shell commands and
-//! unknown tools); `untrusted` and `granular` → `everything` (also asks
-//! for file writes). Reads never ask.
+//! `outside` (asks for calls that reach outside: shell commands that are
+//! not read-only or local changes, unknown tools, deletes); `untrusted`
+//! and `granular` → `everything` (also asks for file writes). Reads never
+//! ask.
 //!
-//! The durable approvals engine (`keel-approvals`) plugs in by
-//! implementing [`ApprovalRules`] (its classes and always-allow rules);
-//! the broker map is where its stored approval rows will be awaited.
+//! Calls are classed by the approvals engine's table and shell analysis
+//! ([`EngineRules`], the same as RPC mode and `keel exec`: `ls` or `git
+//! status` read, `touch` writes, `rm -rf` is money and asks like a send).
+//! Decisions still travel as server requests through the broker; the
+//! engine's durable rows, modes and always-allow rules are not used here
+//! yet.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -48,7 +52,7 @@ pub enum ToolClass {
     Send,
 }
 
-/// Classifies tool calls. The default is [`BuiltinRules`].
+/// Classifies tool calls. The default is [`EngineRules`].
 pub trait ApprovalRules: Send + Sync {
     fn class(&self, call: &ToolCallInfo) -> ToolClass;
 }
@@ -64,6 +68,23 @@ impl ApprovalRules for BuiltinRules {
             "read" | "grep" | "find" | "ls" => ToolClass::Read,
             "write" | "edit" => ToolClass::Write,
             _ => ToolClass::Send,
+        }
+    }
+}
+
+/// The approvals engine's classes (`keel_approvals::classify`): built-in
+/// tools by name, shell commands parsed; money counts as send here (both
+/// ask under every policy but `never`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EngineRules;
+
+impl ApprovalRules for EngineRules {
+    fn class(&self, call: &ToolCallInfo) -> ToolClass {
+        use keel_core::keel_approvals::{Class, ToolOrigin, classify};
+        match classify(&call.tool_name, &call.args, ToolOrigin::Builtin, &call.cwd).class {
+            Class::Read => ToolClass::Read,
+            Class::Write => ToolClass::Write,
+            Class::Send | Class::Money => ToolClass::Send,
         }
     }
 }
@@ -99,7 +120,7 @@ impl AppServerGate {
     pub fn new(runtime: Weak<Runtime>) -> Self {
         Self {
             runtime,
-            rules: Arc::new(BuiltinRules),
+            rules: Arc::new(EngineRules),
         }
     }
 }
@@ -191,9 +212,7 @@ fn request_for(call: &ToolCallInfo, turn_id: String) -> ServerRequest {
 }
 
 fn deny(message: impl Into<String>) -> GateDecision {
-    GateDecision::Deny {
-        message: message.into(),
-    }
+    GateDecision::deny(message)
 }
 
 #[async_trait::async_trait]
@@ -318,6 +337,20 @@ mod tests {
         );
         assert_eq!(rules.class(&call("edit", json!({}))), ToolClass::Write);
         assert_eq!(rules.class(&call("mystery", json!({}))), ToolClass::Send);
+        let engine = EngineRules;
+        assert_eq!(
+            engine.class(&call("bash", json!({"command": "ls"}))),
+            ToolClass::Read
+        );
+        assert_eq!(
+            engine.class(&call("bash", json!({"command": "ls && rm -rf /"}))),
+            ToolClass::Send
+        );
+        assert_eq!(
+            engine.class(&call("write", json!({"path": "a.txt"}))),
+            ToolClass::Write
+        );
+        assert_eq!(engine.class(&call("mystery", json!({}))), ToolClass::Send);
         assert_ne!(
             grant_key(&call("bash", json!({"command": "ls"}))),
             grant_key(&call("bash", json!({"command": "rm -rf /"})))

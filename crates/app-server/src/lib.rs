@@ -38,7 +38,7 @@ mod tests_support;
 
 pub use error::{Error, Result};
 pub use runtime::{AppServerConfig, ModelSource, Runtime};
-pub use transport::stdio::serve_stdio;
 pub use transport::auth::{AuthMode, AuthPolicy, AuthSettings};
 pub use transport::network::NetworkServer;
+pub use transport::stdio::serve_stdio;
 pub use transport::{Listen, parse_listen};

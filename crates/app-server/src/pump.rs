@@ -149,6 +149,12 @@ impl Pump {
             AgentEvent::AgentStart => self.start_turn().await,
             AgentEvent::AgentEnd { messages: _ } => self.end_turn().await,
             AgentEvent::TurnStart | AgentEvent::TurnEnd { .. } => {}
+            AgentEvent::AutoRetryStart {
+                error_message,
+                error_kind,
+                ..
+            } => self.retry_start(error_kind, error_message).await,
+            AgentEvent::AutoRetryEnd { .. } => {}
             AgentEvent::MessageStart { message } => self.message_start(message).await,
             AgentEvent::MessageUpdate {
                 assistant_message_event,
@@ -184,6 +190,26 @@ impl Pump {
             | AgentEvent::ThinkingLevelChanged { .. }
             | AgentEvent::ModelChanged { .. } => {}
         }
+    }
+
+    /// A model call failed and is retried: the items of the failed attempt
+    /// that are still open are abandoned (never completed, not part of the
+    /// turn), and `error` with `willRetry: true` tells the client, as Codex
+    /// does for a stream it retries.
+    async fn retry_start(&mut self, kind: Option<String>, message: String) {
+        let Some(turn) = self.turn.as_mut() else {
+            return;
+        };
+        turn.agent = None;
+        turn.reasoning = None;
+        let turn_id = turn.id.clone();
+        self.send(ServerNotification::Error(ErrorNotification {
+            error: turn_error(kind.as_deref(), &message),
+            will_retry: true,
+            thread_id: self.thread.id.clone(),
+            turn_id,
+        }))
+        .await;
     }
 
     async fn start_turn(&mut self) {

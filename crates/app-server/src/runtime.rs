@@ -39,6 +39,11 @@ pub trait ModelSource: Send + Sync {
     fn base_url(&self, model: &ModelInfo) -> Option<String>;
     /// Whether an API key is configured (for `account/read`).
     fn has_api_key(&self) -> bool;
+    /// How failed model calls are retried (each retry is reported as
+    /// `error` with `willRetry: true`).
+    fn retry_policy(&self) -> keel_core::RetryPolicy {
+        keel_core::RetryPolicy::default()
+    }
 }
 
 /// Settings of one server process.

@@ -70,6 +70,7 @@ pub fn choose_model(runtime: &Runtime, id: Option<&str>, provider: Option<&str>)
         context_window: 0,
         max_output_tokens: None,
         pricing: ModelPricing::default(),
+        ..ModelInfo::default()
     })
 }
 
@@ -158,6 +159,7 @@ fn spawn_thread(
     config.project_context = project_context(&cwd, opts.developer_instructions.as_deref());
     config.scratch_dir = runtime.config.home.join("tool-output");
     config.initial_messages = history.clone();
+    config.retry = runtime.models.retry_policy();
     let log: Arc<dyn SessionLog> = match &writer {
         Some(w) => Arc::new(w.clone()),
         None => Arc::new(keel_core::NullLog),

@@ -26,57 +26,19 @@
 //!
 //! # Integration point
 //!
-//! The agent core's gate (`keel_core::ApprovalGate`, with `ToolCallInfo` and
-//! `GateDecision`) maps onto [`ApprovalEngine::gate`], which checks and, for
-//! a held call, waits for the decision. An adapter is a few lines (the core
-//! depends on this crate, or the CLI adapts; this crate never depends on
-//! the core):
-//!
-//! ```ignore
-//! struct EngineGate {
-//!     engine: keel_approvals::ApprovalEngine,
-//!     workspace: String,
-//!     unattended: bool,
-//!     host_classes: HashMap<String, Option<keel_approvals::Class>>, // from set_host_tools
-//!     cancel: CancellationToken,                                   // cancelled on abort
-//! }
-//!
-//! #[async_trait::async_trait]
-//! impl ApprovalGate for EngineGate {
-//!     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
-//!         let ctx = keel_approvals::CallContext {
-//!             workspace: self.workspace.clone(),
-//!             cwd: call.cwd.clone(),
-//!             session_id: call.session_id.clone(),
-//!             call_id: call.call_id.clone(),
-//!             tool_name: call.tool_name.clone(),
-//!             args: call.args.clone(),
-//!             origin: match self.host_classes.get(&call.tool_name) {
-//!                 Some(class) => ToolOrigin::Host { class: *class },
-//!                 None => ToolOrigin::Builtin,
-//!             },
-//!             unattended: self.unattended,
-//!         };
-//!         match self.engine.gate(&ctx, &self.cancel).await {
-//!             GateOutcome::Allow { .. } => GateDecision::Allow,
-//!             GateOutcome::Drafted { message, .. } | GateOutcome::Deny { message, .. } => {
-//!                 GateDecision::Deny { message }
-//!             }
-//!             GateOutcome::Held { .. } => unreachable!("gate() waits"),
-//!         }
-//!     }
-//! }
-//! ```
-//!
-//! (`tests/adapter.rs` compiles and exercises exactly this against stand-ins
-//! for the core's types.) A host that must announce the request before
-//! waiting splits the step: [`ApprovalEngine::gate_check`] returns
-//! [`GateOutcome::Held`] with a [`PendingRequest`] (id, title, argument
-//! lines with secrets removed, class, reason, the always-allow offer), the
-//! host emits it, then calls [`ApprovalEngine::wait`] and
-//! [`ApprovalEngine::settle`]. After an approved call ran, call
-//! [`ApprovalEngine::finish`] so a crash between claiming and finishing is
-//! reported as "may or may not have happened" instead of running twice.
+//! The agent core wraps the engine in `keel_core::EngineGate`, its
+//! `ApprovalGate`: `check` maps a tool call onto a [`CallContext`] (built-in
+//! tools by name, host tools as [`ToolOrigin::Host`] with their declared
+//! class) and calls [`ApprovalEngine::gate_check`]; a
+//! [`GateOutcome::Held`] call is stored before anyone hears of it, the loop
+//! flushes its session log, then the gate announces the [`PendingRequest`]
+//! through its front end (an RPC frame, a terminal question, a line on
+//! stderr) and waits with [`ApprovalEngine::wait`] and
+//! [`ApprovalEngine::settle`]. After an approved call ran, the loop reports
+//! it ([`ApprovalEngine::finish`]) so a crash between claiming and finishing
+//! is reported as "may or may not have happened" instead of running twice.
+//! ([`ApprovalEngine::gate`] does check and wait in one step, for callers
+//! that announce nothing; `tests/adapter.rs` exercises that shape.)
 //!
 //! Decisions come from anywhere with the database path (RPC, the CLI,
 //! another keel process): [`ApprovalEngine::decide`] with a [`Decision`];

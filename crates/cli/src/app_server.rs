@@ -2,21 +2,27 @@
 //!
 //! Owns the binary's side of it: the flags, the [`ModelSource`] over the
 //! resolved configuration (the configured model first, then `--models`),
-//! and starting the transport chosen with `--listen`. The protocol itself
-//! lives in `keel-app-server`. Stdout belongs to the protocol on stdio.
+//! and starting the transport chosen with `--listen`, with the `--ws-*`
+//! auth flags of the network listeners. The protocol itself lives in
+//! `keel-app-server`. Stdout belongs to the protocol on stdio; a network
+//! listener announces itself with one documented line on stderr:
+//! `keel app-server listening on <url> (auth: <mode>)`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
-use clap::Args;
-use keel_app_server::{AppServerConfig, Listen, ModelSource, Runtime, parse_listen};
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use keel_app_server::{
+    AppServerConfig, AuthMode, AuthPolicy, AuthSettings, Listen, ModelSource, NetworkServer,
+    Runtime, parse_listen,
+};
 use keel_core::ModelInfo;
 use keel_llm::Provider;
 
 use crate::GlobalArgs;
-use crate::config::{ModelArgs, Resolved, home_dir, resolve_optional};
+use crate::config::{ModelArgs, Resolved, Settings};
 use crate::setup::{build_provider, model_info};
 
 /// Flags of `keel app-server`.
@@ -41,7 +47,63 @@ pub struct AppServerArgs {
     #[arg(long, env = "KEEL_APP_SERVER_APPROVAL_TIMEOUT_SECS", hide = true)]
     pub approval_timeout_secs: Option<u64>,
     #[command(flatten)]
+    pub ws: WsAuthArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// Auth of the `ws://` and `unix://` listeners (see docs/app-server.md).
+#[derive(Debug, Clone, Args)]
+pub struct WsAuthArgs {
+    /// Auth mode of ws:// and unix:// listeners (default: inferred from the flags below).
+    #[arg(long = "ws-auth", value_enum, value_name = "MODE")]
+    pub ws_auth: Option<WsAuthMode>,
+    /// File holding the capability token clients send as `Authorization: Bearer <token>`.
+    #[arg(long, value_name = "PATH", conflicts_with = "ws_token_sha256")]
+    pub ws_token_file: Option<PathBuf>,
+    /// SHA-256 (hex) of the capability token, instead of --ws-token-file.
+    #[arg(long, value_name = "HEX")]
+    pub ws_token_sha256: Option<String>,
+    /// File holding the HS256 secret (32+ bytes) of signed bearer tokens (JWT).
+    #[arg(long, visible_alias = "ws-jwt-secret-file", value_name = "PATH")]
+    pub ws_shared_secret_file: Option<PathBuf>,
+    /// Required `iss` of signed bearer tokens.
+    #[arg(long, visible_alias = "ws-jwt-issuer", value_name = "ISSUER")]
+    pub ws_issuer: Option<String>,
+    /// Required `aud` of signed bearer tokens.
+    #[arg(long, visible_alias = "ws-jwt-audience", value_name = "AUDIENCE")]
+    pub ws_audience: Option<String>,
+    /// Allowed clock difference on `exp`/`nbf` of signed bearer tokens (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    pub ws_max_clock_skew_seconds: Option<u64>,
+    /// No auth at all: only for a loopback ws:// address or a unix socket.
+    #[arg(long)]
+    pub ws_insecure_no_auth: bool,
+}
+
+/// `--ws-auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WsAuthMode {
+    CapabilityToken,
+    SignedBearerToken,
+}
+
+impl WsAuthArgs {
+    fn settings(&self) -> AuthSettings {
+        AuthSettings {
+            mode: self.ws_auth.map(|m| match m {
+                WsAuthMode::CapabilityToken => AuthMode::CapabilityToken,
+                WsAuthMode::SignedBearerToken => AuthMode::SignedBearerToken,
+            }),
+            token_file: self.ws_token_file.clone(),
+            token_sha256: self.ws_token_sha256.clone(),
+            shared_secret_file: self.ws_shared_secret_file.clone(),
+            issuer: self.ws_issuer.clone(),
+            audience: self.ws_audience.clone(),
+            max_clock_skew_secs: self.ws_max_clock_skew_seconds,
+            insecure_no_auth: self.ws_insecure_no_auth,
+        }
+    }
 }
 
 pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<ExitCode> {
@@ -54,39 +116,18 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         Some(c) => std::path::absolute(c)?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    let home = home_dir(global)?;
-    let mut models = Vec::new();
-    if let Some(main) = resolve_optional(global, &args.model)? {
-        for extra in &args.models {
-            let (provider, id) = match extra.trim().split_once('/') {
-                Some((p, id)) => (p.to_owned(), id.to_owned()),
-                None => (main.provider.clone(), extra.trim().to_owned()),
-            };
-            if id.is_empty() || (provider == main.provider && id == main.model) {
-                continue;
-            }
-            let same = provider == main.provider;
-            let extra_args = ModelArgs {
-                model: Some(id),
-                provider: Some(provider),
-                base_url: if same {
-                    args.model.base_url.clone()
-                } else {
-                    None
-                },
-                api_key_env: if same {
-                    args.model.api_key_env.clone()
-                } else {
-                    None
-                },
-                thinking: args.model.thinking.clone(),
-            };
-            if let Some(r) = resolve_optional(global, &extra_args)? {
-                models.push(r);
-            }
-        }
-        models.insert(0, main);
+    let settings = Settings::load(global)?;
+    let home = settings.home.clone();
+    let scope = settings.scope(&args.model, &args.models)?;
+    if let Some(warning) = scope.scoped.first().and_then(|m| m.warning.as_ref()) {
+        tracing::warn!("{warning}");
     }
+    let retry = scope
+        .scoped
+        .first()
+        .map(|m| m.retry)
+        .unwrap_or(settings.retry);
+    let models = scope.scoped;
     let mut config = AppServerConfig::new(home, cwd);
     if let Some(n) = args.max_frame_bytes.filter(|n| *n > 0) {
         config.max_frame_bytes = n;
@@ -94,30 +135,64 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if let Some(secs) = args.approval_timeout_secs.filter(|s| *s > 0) {
         config.approval_timeout = std::time::Duration::from_secs(secs);
     }
-    let runtime = Runtime::new(config, Arc::new(CliModels { models }));
+    let auth = args.ws.settings();
+    if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {
+        tracing::warn!("the --ws-* flags only apply to ws:// and unix:// listeners; ignored");
+    }
+    let runtime = Runtime::new(config, Arc::new(CliModels { models, retry }));
     match listen {
         Listen::Stdio => {
             keel_app_server::serve_stdio(runtime, tokio::io::stdin(), tokio::io::stdout()).await?;
         }
         Listen::Off => {
-            tokio::signal::ctrl_c()
-                .await
-                .context("cannot wait for Ctrl-C")?;
+            stop_signal().await?;
             runtime.shutdown_threads().await;
         }
-        Listen::Ws(_) | Listen::Unix(_) => {
-            bail!(
-                "--listen {}: only stdio:// is available in this build",
-                args.listen
-            );
+        listen @ (Listen::Ws(_) | Listen::Unix(_)) => {
+            // Reads the secret files: a bad flag fails before anything listens.
+            let auth = AuthPolicy::from_settings(&auth)?;
+            let server = NetworkServer::bind(runtime.clone(), &listen, auth).await?;
+            announce(&server);
+            let mut serving = tokio::spawn(server.serve());
+            let early = tokio::select! {
+                r = &mut serving => Some(r),
+                r = stop_signal() => { r?; None }
+            };
+            runtime.shutdown_threads().await;
+            let served = match early {
+                Some(r) => r,
+                None => serving.await,
+            };
+            served.context("the listener task failed")??;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// The documented startup line of a network listener, on stderr.
+#[allow(clippy::print_stderr)]
+fn announce(server: &NetworkServer) {
+    eprintln!(
+        "keel app-server listening on {} (auth: {})",
+        server.url(),
+        server.auth_mode()
+    );
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("cannot wait for Ctrl-C"),
+        _ = term.recv() => Ok(()),
+    }
+}
+
 /// The configured models, as the app-server sees them.
 struct CliModels {
     models: Vec<Resolved>,
+    retry: keel_core::RetryPolicy,
 }
 
 impl CliModels {
@@ -134,10 +209,7 @@ impl CliModels {
         self.models
             .iter()
             .find(|r| r.provider == model.provider)
-            .map(|r| Resolved {
-                model: model.id.clone(),
-                ..r.clone()
-            })
+            .map(|r| r.for_model(&model.id))
     }
 }
 
@@ -159,5 +231,9 @@ impl ModelSource for CliModels {
 
     fn has_api_key(&self) -> bool {
         self.models.iter().any(|r| r.api_key().is_some())
+    }
+
+    fn retry_policy(&self) -> keel_core::RetryPolicy {
+        self.retry
     }
 }

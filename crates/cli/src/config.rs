@@ -1,29 +1,56 @@
-//! Configuration: `$KEEL_HOME/config.toml`, overridden by `KEEL_*`
-//! environment variables, overridden by flags.
+//! Configuration: `$KEEL_HOME/config.toml`, overridden by a profile,
+//! overridden by `KEEL_*` environment variables and flags.
 //!
 //! ```toml
 //! [model]
-//! provider = "openai"        # a built-in provider or one under [providers]
-//! id = "gpt-4.1"
-//! thinking = "off"           # off|minimal|low|medium|high|xhigh
+//! provider = "anthropic"     # a built-in provider or one under [providers]
+//! id = "claude-sonnet-4-5"
+//! thinking = "medium"        # off|minimal|low|medium|high|xhigh
 //!
 //! [providers.work-vllm]
-//! dialect = "openai-completions"
+//! dialect = "openai-completions"  # or openai-responses, anthropic-messages
 //! base_url = "http://10.0.0.5:8000/v1"
 //! api_key_env = "WORK_VLLM_KEY"   # the key itself is read from the environment, never stored
 //! headers = { "X-Team" = "infra" }
 //! idle_timeout_secs = 120
-//! context_window = 32768
+//!
+//! [profiles.local]           # selected with --profile local / KEEL_PROFILE=local
+//! provider = "ollama"
+//! id = "qwen3-coder:30b"
+//!
+//! [[models]]                 # catalogue entries (see keel_llm::catalog)
+//! provider = "ollama"
+//! id = "qwen3-coder:30b"
+//! context_window = 65536
+//!
+//! [retry]
+//! max_retries = 3
+//! base_delay_ms = 2000
+//! max_delay_ms = 30000
 //! ```
 //!
-//! API keys are only ever read from the environment variable a provider
-//! names; they are never written to config, sessions or logs.
+//! This module owns the file's shape, loading it ([`Settings`]), and
+//! resolving the provider and model a run uses ([`Resolved`]) and the
+//! models a host may switch between ([`Scope`]). The built-in providers
+//! are `keel_llm`'s presets ([`well_known_provider`]); the model catalogue
+//! is `keel_llm`'s built-in table merged with `[[models]]`. API keys are
+//! only ever read from the environment variable a provider names; they are
+//! never written to config, sessions or logs. Printing the configuration
+//! lives in [`crate::inspect`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use keel_core::{ModelInfo, RetryPolicy};
+use keel_llm::catalog::Match;
+use keel_llm::{
+    Catalog, Dialect, ModelConfig, ModelEntry, ProviderSpec, WELL_KNOWN_PROVIDERS,
+    well_known_provider,
+};
 use keel_protocol::ThinkingLevel;
 use serde::Deserialize;
 
@@ -35,10 +62,10 @@ pub struct ModelArgs {
     /// Model id, as the provider knows it.
     #[arg(long, short = 'm', env = "KEEL_MODEL")]
     pub model: Option<String>,
-    /// Provider: openai, openrouter, ollama, vllm, lmstudio, llamacpp, or one from config.toml.
+    /// Provider: openai, anthropic, openrouter, ollama, vllm, lmstudio, llamacpp, or one from config.toml.
     #[arg(long, env = "KEEL_PROVIDER")]
     pub provider: Option<String>,
-    /// Base URL of an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1).
+    /// Base URL of the provider's API (e.g. http://127.0.0.1:8000/v1).
     #[arg(long, env = "KEEL_BASE_URL")]
     pub base_url: Option<String>,
     /// Name of the environment variable that holds the API key.
@@ -47,6 +74,12 @@ pub struct ModelArgs {
     /// Thinking level: off, minimal, low, medium, high, xhigh.
     #[arg(long, env = "KEEL_THINKING")]
     pub thinking: Option<String>,
+    /// A [profiles.NAME] of config.toml to use.
+    #[arg(long, env = "KEEL_PROFILE")]
+    pub profile: Option<String>,
+    /// A GGUF model file to run in-process (implies --provider local).
+    #[arg(long, env = "KEEL_MODEL_PATH")]
+    pub model_path: Option<PathBuf>,
 }
 
 /// The file `config.toml`.
@@ -57,9 +90,16 @@ pub struct ConfigFile {
     pub model: ModelSection,
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSection>,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ProfileSection>,
+    /// `[[models]]`: catalogue entries.
+    #[serde(default)]
+    pub models: Vec<ModelConfig>,
+    #[serde(default)]
+    pub retry: RetrySection,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
     pub provider: Option<String>,
@@ -67,76 +107,112 @@ pub struct ModelSection {
     pub thinking: Option<String>,
 }
 
+/// `[profiles.NAME]`: overrides `[model]` and the provider's address.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    pub provider: Option<String>,
+    #[serde(alias = "model")]
+    pub id: Option<String>,
+    pub thinking: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderSection {
+    /// `openai-completions`, `openai-responses` or `anthropic-messages`
+    /// (default: the built-in provider's, else `openai-completions`).
     pub dialect: Option<String>,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     pub idle_timeout_secs: Option<u64>,
+    pub connect_timeout_secs: Option<u64>,
+    pub request_timeout_secs: Option<u64>,
+    /// Overrides the catalogue for every model of this provider.
     pub context_window: Option<u64>,
+    /// Overrides the catalogue for every model of this provider.
     pub max_output_tokens: Option<u64>,
+    /// Chat Completions: send `reasoning_effort` (default: only to OpenAI).
+    pub supports_reasoning_effort: Option<bool>,
+    /// Chat Completions: system prompt as `developer` (default: only OpenAI).
+    pub supports_developer_role: Option<bool>,
+    /// `local` dialect: the GGUF file (default: the model's file under
+    /// KEEL_HOME/models, see `keel models pull`).
+    pub model_path: Option<PathBuf>,
+    /// `local` dialect: context size in tokens (default 8192).
+    pub context_size: Option<u32>,
+    /// `local` dialect: threads (default: all cores, at most 8).
+    pub threads: Option<u32>,
+    /// `local` dialect: `auto` (text or a tool call), `required` or `off`.
+    pub grammar: Option<String>,
+    /// `local` dialect: sampling temperature (default 0: greedy).
+    pub temperature: Option<f32>,
 }
 
-/// A provider keel knows without configuration.
-struct BuiltinProvider {
-    name: &'static str,
-    base_url: &'static str,
-    api_key_env: Option<&'static str>,
+/// `[retry]`: automatic retries of failed model calls.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySection {
+    pub enabled: Option<bool>,
+    pub max_retries: Option<u32>,
+    pub base_delay_ms: Option<u64>,
+    pub max_delay_ms: Option<u64>,
 }
 
-const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
-    BuiltinProvider {
-        name: "openai",
-        base_url: "https://api.openai.com/v1",
-        api_key_env: Some("OPENAI_API_KEY"),
-    },
-    BuiltinProvider {
-        name: "openrouter",
-        base_url: "https://openrouter.ai/api/v1",
-        api_key_env: Some("OPENROUTER_API_KEY"),
-    },
-    BuiltinProvider {
-        name: "ollama",
-        base_url: "http://127.0.0.1:11434/v1",
-        api_key_env: None,
-    },
-    BuiltinProvider {
-        name: "vllm",
-        base_url: "http://127.0.0.1:8000/v1",
-        api_key_env: None,
-    },
-    BuiltinProvider {
-        name: "lmstudio",
-        base_url: "http://127.0.0.1:1234/v1",
-        api_key_env: None,
-    },
-    BuiltinProvider {
-        name: "llamacpp",
-        base_url: "http://127.0.0.1:8080/v1",
-        api_key_env: None,
-    },
-];
+impl RetrySection {
+    fn policy(&self) -> RetryPolicy {
+        let d = RetryPolicy::default();
+        RetryPolicy {
+            enabled: self.enabled.unwrap_or(d.enabled),
+            max_retries: self.max_retries.unwrap_or(d.max_retries),
+            base_delay: self
+                .base_delay_ms
+                .map(Duration::from_millis)
+                .unwrap_or(d.base_delay),
+            max_delay: self
+                .max_delay_ms
+                .map(Duration::from_millis)
+                .unwrap_or(d.max_delay),
+        }
+    }
+}
 
-/// The provider and model a run will use, fully resolved.
+/// Everything loaded once: the home, the file and the catalogue.
 #[derive(Debug, Clone)]
-pub struct Resolved {
+pub struct Settings {
     pub home: PathBuf,
-    pub provider: String,
-    pub dialect: String,
-    pub model: String,
+    pub config_path: PathBuf,
+    pub file: Arc<ConfigFile>,
+    pub catalog: Arc<Catalog>,
+    pub retry: RetryPolicy,
+}
+
+/// How to reach one provider, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConf {
+    pub name: String,
+    pub dialect: Dialect,
     pub base_url: String,
     pub api_key_env: Option<String>,
     pub headers: BTreeMap<String, String>,
-    pub idle_timeout_secs: u64,
-    pub context_window: u64,
-    pub max_output_tokens: Option<u64>,
-    pub thinking: ThinkingLevel,
+    pub idle_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub supports_reasoning_effort: Option<bool>,
+    pub supports_developer_role: Option<bool>,
+    /// `local` dialect: how to run the model (an empty path: the model's
+    /// file under KEEL_HOME/models).
+    pub local: keel_llm::local::LocalSpec,
+    /// `[providers.NAME]` overrides of the catalogue.
+    context_window: Option<u64>,
+    max_output_tokens: Option<u64>,
 }
 
-impl Resolved {
+impl ProviderConf {
     /// The API key, read from the environment now.
     pub fn api_key(&self) -> Option<String> {
         self.api_key_env
@@ -144,6 +220,104 @@ impl Resolved {
             .and_then(|name| std::env::var(name).ok())
             .filter(|k| !k.is_empty())
     }
+
+    /// Whether calls can be made: no key needed, or the key is set.
+    pub fn usable(&self) -> bool {
+        if self.dialect.is_local() {
+            return keel_llm::local::AVAILABLE;
+        }
+        self.api_key_env.is_none() || self.api_key().is_some()
+    }
+
+    /// What `keel_llm::build_provider` needs (with the key, read now).
+    pub fn spec(&self) -> ProviderSpec {
+        let mut spec = ProviderSpec::new(self.name.clone(), self.dialect, self.base_url.clone());
+        spec.api_key = self.api_key();
+        spec.extra_headers = self.headers.clone().into_iter().collect();
+        spec.idle_timeout = self.idle_timeout;
+        spec.connect_timeout = self.connect_timeout;
+        spec.request_timeout = self.request_timeout;
+        spec.supports_reasoning_effort = self.supports_reasoning_effort;
+        spec.supports_developer_role = self.supports_developer_role;
+        spec.local = self.local.clone();
+        spec
+    }
+}
+
+/// The provider and model a run will use, fully resolved.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub home: PathBuf,
+    /// Provider name.
+    pub provider: String,
+    /// Model id as the server knows it.
+    pub model: String,
+    pub base_url: String,
+    pub conf: ProviderConf,
+    /// The catalogue entry (conservative defaults for an unknown model).
+    pub entry: ModelEntry,
+    /// How the catalogue found it.
+    pub matched: Match,
+    /// Set for an unknown model: one sentence for the user.
+    pub warning: Option<String>,
+    /// Whether the entry's output limit is worth sending (the model is
+    /// known or the user set the limit).
+    pub limit_known: bool,
+    /// The thinking level asked for (the session clamps it).
+    pub thinking: ThinkingLevel,
+    pub retry: RetryPolicy,
+    pub profile: Option<String>,
+    catalog: Arc<Catalog>,
+    user_limits: Arc<Vec<ModelConfig>>,
+}
+
+impl Resolved {
+    /// The API key, read from the environment now.
+    pub fn api_key(&self) -> Option<String> {
+        self.conf.api_key()
+    }
+
+    /// The same provider with another model.
+    pub fn for_model(&self, id: &str) -> Resolved {
+        model_of(
+            &self.home,
+            &self.catalog,
+            &self.user_limits,
+            self.conf.clone(),
+            id,
+            self.thinking,
+            self.retry,
+            self.profile.clone(),
+        )
+    }
+
+    /// What the session knows about the model.
+    pub fn model_info(&self) -> ModelInfo {
+        let mut info = ModelInfo::from_entry(&self.entry);
+        info.api = self.conf.dialect.as_str().to_owned();
+        if !self.limit_known {
+            info.max_output_tokens = None;
+        }
+        info
+    }
+
+    /// The thinking level the model runs at, and a warning when that is not
+    /// the one asked for.
+    pub fn effective_thinking(&self) -> (ThinkingLevel, Option<String>) {
+        self.entry.effective_thinking(self.thinking)
+    }
+}
+
+/// The models a host may switch between.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// The configured model first, then `--models`.
+    pub scoped: Vec<Resolved>,
+    /// `scoped`, then every catalogue model of the configured provider,
+    /// of `[providers]` and of built-in providers whose key is set.
+    pub available: Vec<Resolved>,
+    /// Whether `--models` named models (then `cycle_model` stays in them).
+    pub explicit: bool,
 }
 
 /// `$KEEL_HOME`, else `~/.keel`.
@@ -177,138 +351,374 @@ pub fn load_file(path: &Path) -> anyhow::Result<ConfigFile> {
 }
 
 /// What to set when no model is configured, in one line.
-pub const NO_MODEL_HINT: &str = "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or --provider/--model, or [model] in $KEEL_HOME/config.toml), e.g. --provider openai --model gpt-4.1 with OPENAI_API_KEY set";
+pub const NO_MODEL_HINT: &str = "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or --provider/--model, or [model] in $KEEL_HOME/config.toml), e.g. --provider openai --model gpt-4.1 with OPENAI_API_KEY set, or run `keel models pull` for the offline local model";
 
-/// Resolves flags > env (through clap) > config file > built-ins.
-pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved> {
-    match resolve_optional(global, args)? {
-        Some(r) => Ok(r),
-        None => bail!(NO_MODEL_HINT),
-    }
+/// The provider name used for `--base-url` without `--provider`.
+pub const CUSTOM_PROVIDER: &str = "custom";
+
+fn parse_thinking(text: &str) -> anyhow::Result<ThinkingLevel> {
+    serde_json::from_value(serde_json::Value::String(text.trim().to_owned())).map_err(|_| {
+        anyhow::anyhow!(
+            "invalid thinking level {text:?}: use off, minimal, low, medium, high or xhigh"
+        )
+    })
 }
 
-/// Like [`resolve`], but no model configured at all is `Ok(None)` (any
-/// other problem is still an error).
-pub fn resolve_optional(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Option<Resolved>> {
-    let home = home_dir(global)?;
-    let config_path = home.join("config.toml");
-    let file = load_file(&config_path)?;
-
-    let model = args
-        .model
-        .clone()
-        .or(file.model.id.clone())
-        .filter(|m| !m.is_empty());
-    let mut provider = args.provider.clone().or(file.model.provider.clone());
-    if provider.is_none() && args.base_url.is_some() {
-        provider = Some("custom".to_owned());
+impl Settings {
+    /// Reads `$KEEL_HOME/config.toml` (absent: defaults) and builds the
+    /// catalogue.
+    pub fn load(global: &GlobalArgs) -> anyhow::Result<Settings> {
+        let home = home_dir(global)?;
+        let config_path = home.join("config.toml");
+        let file = load_file(&config_path)?;
+        let catalog = Catalog::with_user_models(&file.models)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
+        Ok(Settings {
+            retry: file.retry.policy(),
+            home,
+            config_path,
+            catalog: Arc::new(catalog),
+            file: Arc::new(file),
+        })
     }
-    let (Some(model), Some(provider)) = (model, provider) else {
-        return Ok(None);
-    };
 
-    let section = file.providers.get(&provider).cloned().unwrap_or_default();
-    let builtin = BUILTIN_PROVIDERS.iter().find(|b| b.name == provider);
-    let base_url = args
-        .base_url
-        .clone()
-        .or(section.base_url.clone())
-        .or(builtin.map(|b| b.base_url.to_owned()));
-    let Some(base_url) = base_url else {
-        bail!(
-            "unknown provider {provider:?}: use one of {} or add [providers.{provider}] with base_url to {}",
-            BUILTIN_PROVIDERS
-                .iter()
-                .map(|b| b.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-            config_path.display()
-        );
-    };
-    let dialect = section
-        .dialect
-        .clone()
-        .unwrap_or_else(|| "openai-completions".to_owned());
-    if dialect != "openai-completions" {
-        bail!(
-            "provider {provider:?}: dialect {dialect:?} is not supported yet (supported: openai-completions)"
-        );
-    }
-    let thinking_text = args.thinking.clone().or(file.model.thinking.clone());
-    let thinking = match thinking_text {
-        None => ThinkingLevel::Off,
-        Some(t) => serde_json::from_value(serde_json::Value::String(t.clone())).map_err(|_| {
-            anyhow::anyhow!(
-                "invalid thinking level {t:?}: use off, minimal, low, medium, high or xhigh"
-            )
-        })?,
-    };
-    Ok(Some(Resolved {
-        home,
-
-        api_key_env: args
-            .api_key_env
-            .clone()
-            .or(section.api_key_env.clone())
-            .or(builtin.and_then(|b| b.api_key_env.map(str::to_owned))),
-        provider,
-        dialect,
-        model,
-        base_url: base_url.trim_end_matches('/').to_owned(),
-        headers: section.headers.clone(),
-        idle_timeout_secs: section.idle_timeout_secs.unwrap_or(120),
-        context_window: section.context_window.unwrap_or(128_000),
-        max_output_tokens: section.max_output_tokens,
-        thinking,
-    }))
-}
-
-/// `keel config show`.
-#[allow(clippy::print_stdout)]
-pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
-    let home = home_dir(global)?;
-    let config_path = home.join("config.toml");
-    let exists = config_path.exists();
-    println!("home = {:?}", home.display().to_string());
-    println!(
-        "config_file = {:?}{}",
-        config_path.display().to_string(),
-        if exists { "" } else { "  # not present" }
-    );
-    println!(
-        "sessions_dir = {:?}",
-        home.join("sessions").display().to_string()
-    );
-    match resolve(global, args) {
-        Ok(r) => {
-            println!();
-            println!("[model]");
-            println!("provider = {:?}", r.provider);
-            println!("id = {:?}", r.model);
-            println!("thinking = {:?}", r.thinking.as_str());
-            println!();
-            println!("[providers.{}]", r.provider);
-            println!("dialect = {:?}", r.dialect);
-            println!("base_url = {:?}", r.base_url);
-            match &r.api_key_env {
-                Some(name) => {
-                    let state = match r.api_key() {
-                        Some(key) => format!("set, {}", mask(&key)),
-                        None => "not set".to_owned(),
-                    };
-                    println!("api_key_env = {name:?}  # {state}");
-                }
-                None => println!("# no API key (none needed)"),
+    fn profile(&self, args: &ModelArgs) -> anyhow::Result<Option<(String, ProfileSection)>> {
+        let Some(name) = args
+            .profile
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        else {
+            return Ok(None);
+        };
+        match self.file.profiles.get(name) {
+            Some(p) => Ok(Some((name.to_owned(), p.clone()))),
+            None => {
+                let known: Vec<&str> = self.file.profiles.keys().map(String::as_str).collect();
+                bail!(
+                    "unknown profile {name:?}: {} defines {}",
+                    self.config_path.display(),
+                    if known.is_empty() {
+                        "no [profiles]".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                )
             }
-            for (k, v) in &r.headers {
-                println!("headers.{k} = {:?}", mask_header(k, v));
-            }
-            println!("idle_timeout_secs = {}", r.idle_timeout_secs);
-            println!("context_window = {}", r.context_window);
         }
-        Err(e) => println!("\n# {e}"),
     }
-    Ok(())
+
+    /// Whether `name` runs its models in-process (the `local` dialect).
+    fn is_local(&self, name: &str) -> bool {
+        match self
+            .file
+            .providers
+            .get(name)
+            .and_then(|s| s.dialect.as_deref())
+        {
+            Some(d) => d.parse::<Dialect>().is_ok_and(Dialect::is_local),
+            None => well_known_provider(name).is_some_and(|p| p.dialect.is_local()),
+        }
+    }
+
+    /// The names of every provider keel can reach: configured ones, then
+    /// the built-in ones.
+    pub fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.file.providers.keys().cloned().collect();
+        for p in WELL_KNOWN_PROVIDERS {
+            if !names.iter().any(|n| n == p.name) {
+                names.push(p.name.to_owned());
+            }
+        }
+        names
+    }
+
+    /// How to reach `name`: `[providers.NAME]` over the built-in preset,
+    /// with `base_url`/`api_key_env` overrides (flags, profile) on top.
+    pub fn provider(
+        &self,
+        name: &str,
+        base_url: Option<String>,
+        api_key_env: Option<String>,
+    ) -> anyhow::Result<ProviderConf> {
+        let section = self.file.providers.get(name).cloned().unwrap_or_default();
+        let preset = well_known_provider(name);
+        let Some(base_url) = base_url
+            .or(section.base_url.clone())
+            .or(preset.map(|p| p.base_url.to_owned()))
+        else {
+            bail!(
+                "unknown provider {name:?}: use one of {} or add [providers.{name}] with base_url to {}",
+                WELL_KNOWN_PROVIDERS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.config_path.display()
+            );
+        };
+        let dialect = match &section.dialect {
+            Some(d) => d.parse::<Dialect>().map_err(|e| {
+                anyhow::anyhow!("[providers.{name}] in {}: {e}", self.config_path.display())
+            })?,
+            // A section that gives the in-process provider's name a URL
+            // means a server (a pre-`local` configuration).
+            None => match preset {
+                Some(p) if !(p.dialect.is_local() && section.base_url.is_some()) => p.dialect,
+                _ => Dialect::OpenAiCompletions,
+            },
+        };
+        let secs = |s: Option<u64>, default: Duration| s.map_or(default, Duration::from_secs);
+        let defaults = ProviderSpec::new(name, dialect, "");
+        let local = if dialect.is_local() {
+            crate::models::local_spec(&section).map_err(|e| {
+                anyhow::anyhow!("[providers.{name}] in {}: {e}", self.config_path.display())
+            })?
+        } else {
+            keel_llm::local::LocalSpec::default()
+        };
+        Ok(ProviderConf {
+            name: name.to_owned(),
+            dialect,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key_env: api_key_env
+                .or(section.api_key_env.clone())
+                .or(preset.and_then(|p| p.api_key_env.map(str::to_owned)))
+                .filter(|v| !v.trim().is_empty()),
+            headers: section.headers.clone(),
+            idle_timeout: secs(section.idle_timeout_secs, defaults.idle_timeout),
+            connect_timeout: secs(section.connect_timeout_secs, defaults.connect_timeout),
+            request_timeout: secs(section.request_timeout_secs, defaults.request_timeout),
+            supports_reasoning_effort: section.supports_reasoning_effort,
+            supports_developer_role: section.supports_developer_role,
+            context_window: section
+                .context_window
+                .or(dialect.is_local().then_some(u64::from(local.context_size))),
+            local,
+            max_output_tokens: section.max_output_tokens,
+        })
+    }
+
+    /// `model` of `provider` as configured in the file (no flag overrides).
+    pub fn model(
+        &self,
+        provider: &str,
+        model: &str,
+        thinking: ThinkingLevel,
+    ) -> anyhow::Result<Resolved> {
+        let conf = self.provider(provider, None, None)?;
+        Ok(self.model_with(conf, model, thinking, None))
+    }
+
+    fn model_with(
+        &self,
+        conf: ProviderConf,
+        model: &str,
+        thinking: ThinkingLevel,
+        profile: Option<String>,
+    ) -> Resolved {
+        model_of(
+            &self.home,
+            &self.catalog,
+            &Arc::new(self.file.models.clone()),
+            conf,
+            model,
+            thinking,
+            self.retry,
+            profile,
+        )
+    }
+
+    /// Resolves flags > env (through clap) > profile > `[model]` >
+    /// built-ins; `Ok(None)` when no model is configured at all (any other
+    /// problem is an error).
+    pub fn resolve_optional(&self, args: &ModelArgs) -> anyhow::Result<Option<Resolved>> {
+        let profile = self.profile(args)?;
+        let p = profile.as_ref().map(|(_, p)| p.clone()).unwrap_or_default();
+        let model = args
+            .model
+            .clone()
+            .or(p.id.clone())
+            .or(self.file.model.id.clone())
+            .filter(|m| !m.trim().is_empty());
+        let mut provider = args
+            .provider
+            .clone()
+            .or(p.provider.clone())
+            .or(self.file.model.provider.clone())
+            .filter(|m| !m.trim().is_empty());
+        if provider.is_none() && (args.base_url.is_some() || p.base_url.is_some()) {
+            provider = Some(CUSTOM_PROVIDER.to_owned());
+        }
+        let (model, provider) = crate::models::with_local_default(
+            &self.home,
+            model,
+            provider,
+            args.model_path.is_some(),
+            |p| self.is_local(p),
+        );
+        let (Some(model), Some(provider)) = (model, provider) else {
+            return Ok(None);
+        };
+        let thinking = match args.thinking.clone().or(p.thinking.clone()).or(self
+            .file
+            .model
+            .thinking
+            .clone())
+        {
+            None => ThinkingLevel::Off,
+            Some(t) => parse_thinking(&t)?,
+        };
+        let mut conf = self.provider(
+            &provider,
+            args.base_url.clone().or(p.base_url.clone()),
+            args.api_key_env.clone().or(p.api_key_env.clone()),
+        )?;
+        if let Some(path) = &args.model_path {
+            if !conf.dialect.is_local() {
+                bail!("--model-path needs a local provider, not {provider:?}");
+            }
+            conf.local.model_path = path.clone();
+        }
+        Ok(Some(self.model_with(
+            conf,
+            model.trim(),
+            thinking,
+            profile.map(|(n, _)| n),
+        )))
+    }
+
+    /// Like [`Settings::resolve_optional`], failing with [`NO_MODEL_HINT`].
+    pub fn resolve(&self, args: &ModelArgs) -> anyhow::Result<Resolved> {
+        match self.resolve_optional(args)? {
+            Some(r) => Ok(r),
+            None => bail!(NO_MODEL_HINT),
+        }
+    }
+
+    /// The configured model, the `extra` ones (`provider/id`, or an `id` of
+    /// the configured provider) and every catalogue model of a usable
+    /// provider.
+    pub fn scope(&self, args: &ModelArgs, extra: &[String]) -> anyhow::Result<Scope> {
+        let Some(main) = self.resolve_optional(args)? else {
+            return Ok(Scope::default());
+        };
+        let names = self.provider_names();
+        let mut scoped = vec![main.clone()];
+        let same = |a: &Resolved, b: &Resolved| a.provider == b.provider && a.model == b.model;
+        for spec in extra.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            let r = match spec.split_once('/') {
+                Some((p, id)) if p != main.provider && names.iter().any(|n| n == p) => {
+                    self.model(p, id, main.thinking)?
+                }
+                Some((p, id)) if p == main.provider => main.for_model(id),
+                _ => main.for_model(spec),
+            };
+            if !r.model.is_empty() && !scoped.iter().any(|s| same(s, &r)) {
+                scoped.push(r);
+            }
+        }
+        let mut available = scoped.clone();
+        for name in names {
+            let conf = if name == main.provider {
+                main.conf.clone()
+            } else {
+                // Configured providers, and built-in ones whose key is set
+                // (a keyless built-in, such as a local server, only when it
+                // is configured).
+                match self.provider(&name, None, None) {
+                    Ok(c)
+                        if c.usable()
+                            && (self.file.providers.contains_key(&name)
+                                || c.api_key_env.is_some()) =>
+                    {
+                        c
+                    }
+                    _ => continue,
+                }
+            };
+            let ids: Vec<String> = self
+                .catalog
+                .models_of(&name)
+                .map(|e| e.id.clone())
+                .collect();
+            for id in ids {
+                let r = self.model_with(conf.clone(), &id, main.thinking, main.profile.clone());
+                if !available.iter().any(|s| same(s, &r)) {
+                    available.push(r);
+                }
+            }
+        }
+        Ok(Scope {
+            explicit: scoped.len() > 1,
+            scoped,
+            available,
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn model_of(
+    home: &Path,
+    catalog: &Arc<Catalog>,
+    user: &Arc<Vec<ModelConfig>>,
+    conf: ProviderConf,
+    model: &str,
+    thinking: ThinkingLevel,
+    retry: RetryPolicy,
+    profile: Option<String>,
+) -> Resolved {
+    let lookup = catalog.lookup_for(&conf.spec_without_key(), model);
+    let mut entry = lookup.entry;
+    let user_limit = user.iter().any(|m| {
+        m.provider == conf.name
+            && m.max_output_tokens.is_some()
+            && (m.id.eq_ignore_ascii_case(model)
+                || m.aliases
+                    .as_ref()
+                    .is_some_and(|a| a.iter().any(|x| x.eq_ignore_ascii_case(model))))
+    });
+    if let Some(n) = conf.context_window {
+        entry.context_window = n;
+    }
+    if let Some(n) = conf.max_output_tokens {
+        entry.max_output_tokens = n;
+    }
+    let limit_known = conf.max_output_tokens.is_some()
+        || user_limit
+        || matches!(lookup.matched, Match::Exact | Match::OtherProvider)
+            && !matches!(
+                Catalog::builtin().lookup(&conf.name, model).matched,
+                Match::ProviderDefault | Match::Fallback
+            );
+    Resolved {
+        home: home.to_path_buf(),
+        provider: conf.name.clone(),
+        model: model.to_owned(),
+        base_url: conf.base_url.clone(),
+        entry,
+        matched: lookup.matched,
+        warning: lookup.warning,
+        limit_known,
+        thinking,
+        retry,
+        profile,
+        catalog: catalog.clone(),
+        user_limits: user.clone(),
+        conf,
+    }
+}
+
+impl ProviderConf {
+    /// A spec for catalogue lookups (the key is not read).
+    fn spec_without_key(&self) -> ProviderSpec {
+        ProviderSpec::new(self.name.clone(), self.dialect, self.base_url.clone())
+    }
+}
+
+/// Loads the settings and resolves `args` ([`Settings::resolve`]).
+pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved> {
+    Settings::load(global)?.resolve(args)
 }
 
 /// `sk-abc…wxyz` → `sk-a…wxyz (N chars)`; short keys are fully hidden.
@@ -322,9 +732,15 @@ pub fn mask(secret: &str) -> String {
     format!("{head}…{tail} ({n} chars)")
 }
 
-fn mask_header(name: &str, value: &str) -> String {
+/// A header value as `config show` prints it: masked when the name looks
+/// like a credential.
+pub fn mask_header(name: &str, value: &str) -> String {
     let lower = name.to_ascii_lowercase();
-    if lower.contains("auth") || lower.contains("key") || lower.contains("token") {
+    if lower.contains("auth")
+        || lower.contains("key")
+        || lower.contains("token")
+        || lower.contains("secret")
+    {
         mask(value)
     } else {
         value.to_owned()
@@ -332,67 +748,4 @@ fn mask_header(name: &str, value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn global(home: &Path) -> GlobalArgs {
-        GlobalArgs {
-            home: Some(home.to_path_buf()),
-            log_file: None,
-        }
-    }
-
-    #[test]
-    fn nothing_configured_says_what_to_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = resolve(&global(dir.path()), &ModelArgs::default()).unwrap_err();
-        assert!(err.to_string().starts_with("no model configured"));
-    }
-
-    #[test]
-    fn flags_override_file_and_builtins_fill_in() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("config.toml"),
-            "[model]\nprovider = \"openai\"\nid = \"gpt-4.1\"\n[providers.local]\nbase_url = \"http://127.0.0.1:9/v1/\"\nheaders = { Authorization = \"Bearer sekrit-123456789\" }\n",
-        )
-        .unwrap();
-        let r = resolve(&global(dir.path()), &ModelArgs::default()).unwrap();
-        assert_eq!(r.base_url, "https://api.openai.com/v1");
-        assert_eq!(r.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
-        let args = ModelArgs {
-            provider: Some("local".into()),
-            model: Some("qwen".into()),
-            ..ModelArgs::default()
-        };
-        let r = resolve(&global(dir.path()), &args).unwrap();
-        assert_eq!(r.base_url, "http://127.0.0.1:9/v1");
-        assert_eq!(r.model, "qwen");
-        assert_eq!(r.api_key_env, None);
-        assert!(!mask_header("Authorization", "Bearer sekrit-123456789").contains("sekrit"));
-    }
-
-    #[test]
-    fn bad_config_and_unknown_provider_are_clear() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.toml"), "[model\n").unwrap();
-        let err = resolve(&global(dir.path()), &ModelArgs::default()).unwrap_err();
-        assert!(format!("{err:#}").contains("invalid"));
-        std::fs::write(dir.path().join("config.toml"), "").unwrap();
-        let args = ModelArgs {
-            provider: Some("nope".into()),
-            model: Some("x".into()),
-            ..ModelArgs::default()
-        };
-        let err = resolve(&global(dir.path()), &args).unwrap_err();
-        assert!(err.to_string().contains("unknown provider \"nope\""));
-    }
-
-    #[test]
-    fn masks_secrets() {
-        assert_eq!(mask("short"), "*** (5 chars)");
-        let m = mask("sk-1234567890abcdef");
-        assert!(m.starts_with("sk-1…cdef"));
-        assert!(!m.contains("567890"));
-    }
-}
+mod tests;

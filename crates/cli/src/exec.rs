@@ -3,7 +3,12 @@
 //! Streams assistant text to stdout and tool activity to stderr (or every
 //! event as JSON lines with `--json`). SIGINT/SIGTERM abort the run; the
 //! session file is left consistent and the process exits with 130. A model
-//! failure exits with 1 and a one-line reason; bad configuration with 2.
+//! failure exits with 1 and a one-line reason (after automatic retries of
+//! transient failures, each announced on stderr); bad configuration with 2.
+//! An unknown model or a clamped thinking level is one warning line on
+//! stderr. Every tool call passes the approvals engine (`$KEEL_HOME/keel.db`):
+//! a held call is asked on the terminal, or waited on with one stderr line
+//! saying how to decide it from another terminal.
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -18,9 +23,12 @@ use keel_session_store::{SessionStore, SessionWriter};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::GlobalArgs;
+use crate::approvals::ApprovalModeArg;
 use crate::config::{ModelArgs, Resolved, resolve};
 use crate::render::Renderer;
-use crate::setup::{SessionSpec, build_provider, model_info, record_model, spawn_session};
+use crate::setup::{
+    SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
+};
 
 #[derive(Debug, Args)]
 pub struct ExecArgs {
@@ -43,6 +51,10 @@ pub struct ExecArgs {
     /// Do not save the session.
     #[arg(long, conflicts_with_all = ["session", "continue_"])]
     pub no_session: bool,
+    /// Which tool calls ask for approval in this run (default: the
+    /// workspace's stored mode, else `outside`).
+    #[arg(long, value_enum)]
+    pub approval_mode: Option<ApprovalModeArg>,
 }
 
 pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -56,9 +68,22 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     let prompt = read_prompt(args.prompt.as_deref())?;
     let resolved = resolve(global, &args.model)?;
     let provider = build_provider(&resolved)?;
+    // An unknown model runs with conservative defaults; an unsupported
+    // thinking level is clamped. Each is said in one line.
+    if let Some(warning) = &resolved.warning {
+        warn(warning);
+    }
+    if let Some(warning) = resolved.effective_thinking().1 {
+        warn(&warning);
+    }
 
     let store = SessionStore::new(resolved.home.join("sessions"));
     let (writer, history) = open_session(&store, &cwd, &args, &resolved).await?;
+    // Held calls are asked on the terminal when a person is there;
+    // otherwise the run waits and says how to decide from elsewhere.
+    let gate = approval_gate(&resolved.home, &cwd, args.approval_mode.map(Into::into)).await;
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    crate::approvals::terminal::install(&gate, interactive);
     let mut session = spawn_session(SessionSpec {
         cwd: &cwd,
         home: &resolved.home,
@@ -67,6 +92,8 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         thinking: resolved.thinking,
         writer: writer.as_ref(),
         history,
+        retry: resolved.retry,
+        gate,
     });
     session
         .submit(Op::Prompt(UserInput::text(prompt)))
@@ -86,6 +113,12 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
             ExitCode::from(1)
         }
     })
+}
+
+/// One warning line on stderr: `keel: warning: <text>`.
+#[allow(clippy::print_stderr)]
+fn warn(text: &str) {
+    eprintln!("keel: warning: {text}");
 }
 
 enum Outcome {

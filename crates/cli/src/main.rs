@@ -3,9 +3,12 @@
 //! output (or a protocol); logs go to stderr or a file.
 
 mod app_server;
+mod approvals;
 mod config;
 mod exec;
+mod inspect;
 mod logging;
+mod models;
 mod render;
 mod rpc;
 mod sessions;
@@ -67,6 +70,13 @@ enum Command {
         #[command(subcommand)]
         command: sessions::SessionsCommand,
     },
+    /// Decide held tool calls; modes and always-allow rules (docs/approvals.md).
+    Approvals(approvals::ApprovalsArgs),
+    /// The model catalogue; fetching the local model.
+    Models {
+        #[command(subcommand)]
+        command: inspect::ModelsCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,10 +118,12 @@ fn main() -> ExitCode {
                 Some(Command::Config {
                     command: ConfigCommand::Show(args),
                 }),
-            ) => config::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
+            ) => inspect::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
             (None, Some(Command::Sessions { command })) => {
                 sessions::run(&cli.global, command).await
             }
+            (None, Some(Command::Models { command })) => inspect::models(&cli.global, command),
+            (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
             (None, None) => {
                 let _ = Cli::command().print_help();
                 Err(anyhow::anyhow!(

@@ -1,7 +1,9 @@
 //! Human-readable output of `keel exec`: assistant text to stdout as it
 //! streams, tool activity to stderr in short lines, and a spinner on stderr
 //! when it is a terminal. With `--json`, every event is one JSON line on
-//! stdout instead.
+//! stdout instead. A retry is one line on stderr (`↻ retry 1/3 in 2.0s: …`);
+//! text already printed by the failed attempt stays on stdout, and the line
+//! says it is discarded.
 
 use std::io::{IsTerminal, Write};
 
@@ -20,6 +22,8 @@ pub struct Renderer {
     /// Whether the last byte written to stdout was a newline.
     at_line_start: bool,
     wrote_text: bool,
+    /// Whether the assistant message in progress has printed text.
+    message_text: bool,
 }
 
 impl Renderer {
@@ -32,6 +36,7 @@ impl Renderer {
             status: String::new(),
             at_line_start: true,
             wrote_text: false,
+            message_text: false,
         }
     }
 
@@ -90,10 +95,34 @@ impl Renderer {
                 self.clear_spinner();
                 self.end_text_line();
             }
+            AgentEvent::MessageStart {
+                message: Message::Assistant(_),
+            } => self.message_text = false,
+            AgentEvent::AutoRetryStart {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+                ..
+            } => {
+                self.end_text_line();
+                let discarded = if self.message_text {
+                    " (the partial answer above is discarded)"
+                } else {
+                    ""
+                };
+                self.line(&format!(
+                    "↻ retry {attempt}/{max_attempts} in {:.1}s{discarded}: {}",
+                    *delay_ms as f64 / 1000.0,
+                    one_line(error_message, 160)
+                ));
+                self.set_status("waiting to retry");
+            }
             AgentEvent::AgentStart
             | AgentEvent::TurnEnd { .. }
             | AgentEvent::MessageStart { .. }
             | AgentEvent::MessageEnd { .. }
+            | AgentEvent::AutoRetryEnd { .. }
             | AgentEvent::ToolExecutionUpdate { .. }
             | AgentEvent::QueueUpdate { .. }
             | AgentEvent::SessionInfoChanged { .. }
@@ -139,6 +168,7 @@ impl Renderer {
         let _ = out.flush();
         self.at_line_start = delta.ends_with('\n');
         self.wrote_text = true;
+        self.message_text = true;
     }
 
     fn end_text_line(&mut self) {

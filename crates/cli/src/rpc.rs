@@ -3,8 +3,10 @@
 //! Owns the binary's side of RPC mode: the flags, the [`SessionFactory`]
 //! that opens sessions from `$KEEL_HOME/sessions` with the configured model
 //! (or without one: RPC mode still starts and answers commands, and only
-//! prompting fails), and running [`keel_rpc::serve`]. Stdout belongs to the
-//! protocol; nothing else may write to it.
+//! prompting fails), and running [`keel_rpc::serve`]. Every session of the
+//! process shares one approval gate on `$KEEL_HOME/keel.db`, which RPC mode
+//! announces to the host. Stdout belongs to the protocol; nothing else may
+//! write to it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use keel_core::{ModelInfo, ModelPricing};
+use keel_core::RetryPolicy;
 use keel_llm::{ModelRequest, ModelStream, Provider};
 use keel_protocol::ThinkingLevel;
 use keel_rpc::{ModelChoice, OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
@@ -22,8 +24,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::GlobalArgs;
-use crate::config::{ModelArgs, NO_MODEL_HINT, Resolved, home_dir, resolve_optional};
-use crate::setup::{SessionSpec, build_provider, model_info, record_model, spawn_session};
+use crate::approvals::ApprovalModeArg;
+use crate::config::{ModelArgs, NO_MODEL_HINT, Resolved, Scope, Settings};
+use crate::setup::{
+    SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
+};
 
 /// Flags of RPC mode.
 #[derive(Debug, Clone, Default, Args)]
@@ -38,11 +43,15 @@ pub struct RpcArgs {
     /// Resume a session by id, id prefix or file path.
     #[arg(long)]
     pub session: Option<String>,
+    /// Which tool calls ask for approval in this process (default: the
+    /// workspace's stored mode, else `outside`); `set_approval_mode` replaces it.
+    #[arg(long, value_enum)]
+    pub approval_mode: Option<ApprovalModeArg>,
     /// Workspace directory (default: the current directory).
     #[arg(long = "cwd")]
     pub workspace: Option<PathBuf>,
-    /// More models hosts may switch to, comma-separated `provider/id` or
-    /// `id` (same provider as the configured model).
+    /// Models hosts cycle through, comma-separated `provider/id` or `id`
+    /// (same provider as the configured model).
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
     /// Offer the `ask_host` tool, through which the agent asks the host
@@ -85,47 +94,34 @@ pub async fn run(
     if !cwd.is_dir() {
         bail!("workspace {} is not a directory", cwd.display());
     }
-    let home = home_dir(global)?;
-    let mut models = Vec::new();
-    if let Some(main) = resolve_optional(global, model)? {
-        for extra in &args.models {
-            let (provider, id) = match extra.trim().split_once('/') {
-                Some((p, id)) => (p.to_owned(), id.to_owned()),
-                None => (main.provider.clone(), extra.trim().to_owned()),
-            };
-            if id.is_empty() || (provider == main.provider && id == main.model) {
-                continue;
-            }
-            let same_provider = provider == main.provider;
-            let extra_args = ModelArgs {
-                model: Some(id),
-                provider: Some(provider),
-                base_url: if same_provider {
-                    model.base_url.clone()
-                } else {
-                    None
-                },
-                api_key_env: if same_provider {
-                    model.api_key_env.clone()
-                } else {
-                    None
-                },
-                thinking: model.thinking.clone(),
-            };
-            if let Some(r) = resolve_optional(global, &extra_args)? {
-                models.push(r);
-            }
+    let settings = Settings::load(global)?;
+    let home = settings.home.clone();
+    let scope = settings.scope(model, &args.models)?;
+    if let Some(main) = scope.scoped.first() {
+        // Unknown models run with conservative defaults: say so in the log.
+        if let Some(warning) = &main.warning {
+            tracing::warn!("{warning}");
         }
-        models.insert(0, main);
+        if let Some(warning) = main.effective_thinking().1 {
+            tracing::warn!("{warning}");
+        }
     }
-    let thinking = models.first().map(|m| m.thinking).unwrap_or_default();
+    let thinking = scope.scoped.first().map(|m| m.thinking).unwrap_or_default();
+    let retry = scope
+        .scoped
+        .first()
+        .map(|m| m.retry)
+        .unwrap_or(settings.retry);
     let state_dir = home.join("rpc");
+    let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
     let factory = Arc::new(CliFactory {
+        gate: gate.clone(),
         store: SessionStore::new(home.join("sessions")),
         home,
         cwd,
         no_session: args.no_session,
-        models,
+        scope,
+        retry,
     });
     let defaults = RpcOptions::default();
     let options = RpcOptions {
@@ -160,6 +156,7 @@ pub async fn run(
             },
         },
         thinking,
+        approvals: Some(gate),
         ..defaults
     };
     // SIGTERM and SIGINT end RPC mode like closing stdin does: pending host
@@ -194,7 +191,10 @@ struct CliFactory {
     home: PathBuf,
     cwd: PathBuf,
     no_session: bool,
-    models: Vec<Resolved>,
+    scope: Scope,
+    retry: RetryPolicy,
+    /// The approval gate every session of the process shares.
+    gate: Arc<keel_core::EngineGate>,
 }
 
 fn choice(r: &Resolved) -> ModelChoice {
@@ -206,7 +206,8 @@ fn choice(r: &Resolved) -> ModelChoice {
 
 impl CliFactory {
     fn resolved(&self, model: &ModelChoice) -> Option<&Resolved> {
-        self.models
+        self.scope
+            .available
             .iter()
             .find(|r| r.provider == model.info.provider && r.model == model.info.id)
     }
@@ -261,7 +262,15 @@ impl CliFactory {
 #[async_trait::async_trait]
 impl SessionFactory for CliFactory {
     fn models(&self) -> Vec<ModelChoice> {
-        self.models.iter().map(choice).collect()
+        self.scope.available.iter().map(choice).collect()
+    }
+
+    fn cycle_models(&self) -> (Vec<ModelChoice>, bool) {
+        if self.scope.explicit {
+            (self.scope.scoped.iter().map(choice).collect(), true)
+        } else {
+            (self.models(), false)
+        }
     }
 
     fn no_model_hint(&self) -> String {
@@ -289,14 +298,7 @@ impl SessionFactory for CliFactory {
             .writer(&target, model)
             .await
             .map_err(|e| format!("{e:#}"))?;
-        let info = model.map(|m| m.info.clone()).unwrap_or_else(|| ModelInfo {
-            id: String::new(),
-            provider: String::new(),
-            api: String::new(),
-            context_window: 0,
-            max_output_tokens: None,
-            pricing: ModelPricing::default(),
-        });
+        let info = model.map(|m| m.info.clone()).unwrap_or_default();
         let session = spawn_session(SessionSpec {
             cwd: &self.cwd,
             home: &self.home,
@@ -305,6 +307,8 @@ impl SessionFactory for CliFactory {
             thinking,
             writer: writer.as_ref(),
             history,
+            retry: self.retry,
+            gate: self.gate.clone(),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {

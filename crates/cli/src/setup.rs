@@ -1,49 +1,40 @@
 //! Building a session from resolved configuration, shared by every mode.
 //!
-//! Owns turning a [`Resolved`] model into a provider and a [`ModelInfo`],
-//! recording the model in a session file, reading the workspace's project
+//! Owns turning a [`Resolved`] model into a provider (through
+//! [`keel_llm::build_provider`], whatever the dialect) and a [`ModelInfo`]
+//! (from the model catalogue), recording the model in a session file, reading the workspace's project
 //! instructions, and spawning a core [`Session`] with keel's built-in tools
 //! over the local file system. It does not pick sessions (modes do that)
 //! and does not print.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use keel_core::{
-    AllowAll, ModelInfo, ModelPricing, Session, SessionConfig, SessionDeps, SessionLog, SystemClock,
+    ApprovalGate, ModelInfo, RetryPolicy, Session, SessionConfig, SessionDeps, SessionLog,
+    SystemClock,
 };
-use keel_llm::chat_completions::{ChatCompletionsConfig, ChatCompletionsProvider};
 use keel_protocol::{Message, ThinkingLevel};
 use keel_session_store::{EntryBody, SessionWriter};
 use keel_tools::{LocalFileSystem, LocalProcessRunner, builtin_tools};
 
 use crate::config::Resolved;
 
-/// A provider for the resolved model.
+/// A provider for the resolved model, in its provider's dialect. Fails
+/// when the provider needs a key that is not set.
 pub fn build_provider(r: &Resolved) -> anyhow::Result<Arc<dyn keel_llm::Provider>> {
-    let mut cfg = ChatCompletionsConfig::new(r.provider.clone(), r.base_url.clone());
-    cfg.api_key = r.api_key();
-    if let (None, Some(var)) = (&cfg.api_key, &r.api_key_env) {
+    let mut spec = r.conf.spec();
+    crate::models::fill_model_path(&mut spec, &r.home, &r.model);
+    if let (None, Some(var)) = (&spec.api_key, &r.conf.api_key_env) {
         bail!("provider {:?} needs an API key: set {var}", r.provider);
     }
-    cfg.extra_headers = r.headers.clone().into_iter().collect();
-    cfg.idle_timeout = Duration::from_secs(r.idle_timeout_secs);
-    let provider = ChatCompletionsProvider::new(cfg).context("cannot set up the HTTP client")?;
-    Ok(Arc::new(provider))
+    keel_llm::build_provider(&spec).context("cannot set up the provider")
 }
 
-/// What the session knows about the resolved model.
+/// What the session knows about the resolved model (from the catalogue).
 pub fn model_info(r: &Resolved) -> ModelInfo {
-    ModelInfo {
-        id: r.model.clone(),
-        provider: r.provider.clone(),
-        api: r.dialect.clone(),
-        context_window: r.context_window,
-        max_output_tokens: r.max_output_tokens,
-        pricing: ModelPricing::default(),
-    }
+    r.model_info()
 }
 
 /// Appends a `model_change` entry.
@@ -78,6 +69,25 @@ pub struct SessionSpec<'a> {
     /// The session file's writer; `None` keeps the session in memory.
     pub writer: Option<&'a SessionWriter>,
     pub history: Vec<Message>,
+    pub retry: RetryPolicy,
+    /// The approval gate every tool call passes (see [`approval_gate`]).
+    pub gate: Arc<dyn ApprovalGate>,
+}
+
+/// The approvals engine at `$KEEL_HOME/keel.db`, as the gate of sessions in
+/// workspace `cwd`; `mode` (from `--approval-mode`) applies to this process
+/// only. When the database cannot be opened the gate denies every call.
+pub async fn approval_gate(
+    home: &Path,
+    cwd: &Path,
+    mode: Option<keel_core::keel_approvals::Mode>,
+) -> Arc<keel_core::EngineGate> {
+    let gate =
+        keel_core::EngineGate::open(&home.join("keel.db"), keel_core::workspace_key(cwd)).await;
+    if let Ok(engine) = gate.engine() {
+        engine.set_mode_override(mode);
+    }
+    Arc::new(gate)
 }
 
 /// Spawns a session with the built-in tools over the local machine.
@@ -94,6 +104,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
     config.project_context = project_context(spec.cwd);
     config.scratch_dir = scratch_dir(spec.home);
     config.initial_messages = spec.history;
+    config.retry = spec.retry;
     let log: Arc<dyn SessionLog> = match spec.writer {
         Some(w) => Arc::new(w.clone()),
         None => Arc::new(keel_core::NullLog),
@@ -103,7 +114,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         tools: builtin_tools(),
         fs: Arc::new(LocalFileSystem),
         process: Arc::new(LocalProcessRunner::default()),
-        gate: Arc::new(AllowAll),
+        gate: spec.gate,
         clock: Arc::new(SystemClock),
         log,
     };

@@ -1,8 +1,12 @@
-//! Per-session configuration: the model, the workspace, queue modes.
+//! Per-session configuration: the model (with what the catalogue knows
+//! about it), the workspace, queue modes, retries.
 
 use std::path::PathBuf;
 
+use keel_llm::{InputModality, ModelCost, ModelEntry};
 use keel_protocol::{InterruptMode, Message, QueueMode, ThinkingLevel, Usage};
+
+pub use crate::retry::RetryPolicy;
 
 /// Price per million tokens, in US dollars.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -26,11 +30,24 @@ impl ModelPricing {
     }
 }
 
+impl From<ModelCost> for ModelPricing {
+    fn from(c: ModelCost) -> Self {
+        ModelPricing {
+            input: c.input,
+            output: c.output,
+            cache_read: c.cache_read,
+            cache_write: c.cache_write,
+        }
+    }
+}
+
 /// The model a session talks to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelInfo {
     /// Model id as the server knows it.
     pub id: String,
+    /// A name for people (the id when the catalogue has none).
+    pub name: String,
     /// Provider name as configured.
     pub provider: String,
     /// Wire dialect, e.g. `openai-completions`.
@@ -38,6 +55,58 @@ pub struct ModelInfo {
     pub context_window: u64,
     pub max_output_tokens: Option<u64>,
     pub pricing: ModelPricing,
+    /// Supported thinking levels, lowest first (`[off]`: no reasoning).
+    /// Empty: unknown, every level is passed through unchanged.
+    pub thinking_levels: Vec<ThinkingLevel>,
+    /// Whether the model accepts images.
+    pub images: bool,
+}
+
+impl ModelInfo {
+    /// What the session knows from a catalogue entry.
+    pub fn from_entry(entry: &ModelEntry) -> Self {
+        ModelInfo {
+            id: entry.id.clone(),
+            name: entry.name.clone(),
+            provider: entry.provider.clone(),
+            api: entry.api.as_str().to_owned(),
+            context_window: entry.context_window,
+            max_output_tokens: Some(entry.max_output_tokens),
+            pricing: entry.cost.into(),
+            thinking_levels: entry.thinking_levels.clone(),
+            images: entry.supports_images(),
+        }
+    }
+
+    /// Whether the model can reason at all (unknown counts as yes).
+    pub fn reasoning(&self) -> bool {
+        self.thinking_levels.is_empty()
+            || self
+                .thinking_levels
+                .iter()
+                .any(|l| *l != ThinkingLevel::Off)
+    }
+
+    /// The level the model really runs at when `requested` is asked for,
+    /// and a sentence when that differs (see [`keel_llm::effective_thinking`]).
+    pub fn effective_thinking(&self, requested: ThinkingLevel) -> (ThinkingLevel, Option<String>) {
+        if self.thinking_levels.is_empty() {
+            return (requested, None);
+        }
+        let entry = ModelEntry {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            provider: self.provider.clone(),
+            api: keel_llm::Dialect::OpenAiCompletions,
+            context_window: self.context_window,
+            max_output_tokens: self.max_output_tokens.unwrap_or_default(),
+            input: vec![InputModality::Text],
+            thinking_levels: self.thinking_levels.clone(),
+            cost: ModelCost::default(),
+            aliases: Vec::new(),
+        };
+        keel_llm::effective_thinking(&entry, requested)
+    }
 }
 
 /// Everything that shapes one session's behaviour (not its dependencies).
@@ -61,6 +130,8 @@ pub struct SessionConfig {
     pub interrupt_mode: InterruptMode,
     /// History restored from a session file.
     pub initial_messages: Vec<Message>,
+    /// Automatic retries of failed model calls.
+    pub retry: RetryPolicy,
 }
 
 impl SessionConfig {
@@ -79,6 +150,7 @@ impl SessionConfig {
             follow_up_mode: QueueMode::OneAtATime,
             interrupt_mode: InterruptMode::Immediate,
             initial_messages: Vec::new(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -106,5 +178,23 @@ mod tests {
         assert!((u.cost.output - 4.0).abs() < 1e-9);
         assert!((u.cost.cache_read - 1.0).abs() < 1e-9);
         assert!((u.cost.total - 7.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn model_info_from_the_catalogue_clamps_thinking() {
+        let catalog = keel_llm::Catalog::builtin();
+        let entry = catalog.lookup("openai", "gpt-4.1").entry;
+        let info = ModelInfo::from_entry(&entry);
+        assert_eq!(info.context_window, entry.context_window);
+        assert_eq!(info.pricing.input, entry.cost.input);
+        assert!(!info.reasoning());
+        let (level, warning) = info.effective_thinking(ThinkingLevel::High);
+        assert_eq!(level, ThinkingLevel::Off);
+        assert!(warning.unwrap().contains("does not support thinking"));
+        let unknown = ModelInfo::default();
+        assert_eq!(
+            unknown.effective_thinking(ThinkingLevel::High),
+            (ThinkingLevel::High, None)
+        );
     }
 }

@@ -24,20 +24,78 @@ pub struct ToolCallInfo {
     pub cwd: PathBuf,
 }
 
-/// What the gate decided.
+/// What the gate decided about a call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateDecision {
     /// Run the call.
     Allow,
+    /// Run the call: a person approved its stored request. After it ran,
+    /// the loop reports the result with [`ApprovalGate::finish`].
+    Approved { approval_id: String },
+    /// Held for a person. The request is stored; the loop makes what it
+    /// has logged durable, then calls [`ApprovalGate::wait`], which
+    /// announces the request and waits for the decision. No
+    /// `tool_execution_start` is emitted before the decision.
+    Held { approval_id: String },
     /// Do not run it; the model sees `message` as the tool's error result.
-    Deny { message: String },
+    /// `stop_turn`: the run ends after this call (declined with "stop").
+    Deny { message: String, stop_turn: bool },
 }
 
-/// Asked before every tool run. Implementations may wait (for a person's
-/// decision); the wait is cancelled if the run is aborted.
+impl GateDecision {
+    /// A denial the turn goes on after.
+    pub fn deny(message: impl Into<String>) -> Self {
+        GateDecision::Deny {
+            message: message.into(),
+            stop_turn: false,
+        }
+    }
+}
+
+/// Asked before every tool run; the loop's only way to the approval engine.
+///
+/// The loop calls [`check`](Self::check) before each call. A
+/// [`GateDecision::Held`] call is waited on with [`wait`](Self::wait) (the
+/// wait ends on a decision, on expiry, or when the run is cancelled: the
+/// loop then drops the future; a user's abort has already reached
+/// [`abort`](Self::abort), a shutdown leaves the request pending for the
+/// next process). Only `check` is required; the defaults suit gates that
+/// never hold calls.
 #[async_trait::async_trait]
 pub trait ApprovalGate: Send + Sync {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision;
+
+    /// Announces the held request `approval_id` and waits for its decision.
+    /// Never returns `Held`.
+    async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {
+        let _ = (call, approval_id);
+        GateDecision::deny("This call was held for approval, but nothing can decide it here.")
+    }
+
+    /// An approved call ran; `outcome` is the text the model saw.
+    async fn finish(&self, call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
+        let _ = (call, approval_id, outcome, is_error);
+    }
+
+    /// A new user message arrived while the session's turn may wait on
+    /// calls: decline them with `message` as the note. Returns how many were
+    /// declined (the message is then the note, not a new user message).
+    async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {
+        let _ = (session_id, message);
+        0
+    }
+
+    /// The user aborted the session's run: cancel what its turn waits on.
+    async fn abort(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
+    /// Notes for the model at the start of the session's next run (what
+    /// became of calls parked as drafts). Each note is returned once.
+    async fn take_notes(&self, session_id: &str) -> Vec<String> {
+        let _ = session_id;
+        Vec::new()
+    }
 }
 
 /// The default gate: everything runs.
@@ -57,6 +115,15 @@ pub trait Clock: Send + Sync {
     fn now_ms(&self) -> i64;
     /// Today's date for the system prompt, `YYYY-MM-DD`.
     fn today(&self) -> String;
+    /// Waits `duration` (the backoff before a retry). The default sleeps on
+    /// tokio's timer, so paused test time applies; a durable driver or a
+    /// test may replace it.
+    fn sleep(
+        &self,
+        duration: std::time::Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'static>> {
+        Box::pin(tokio::time::sleep(duration))
+    }
 }
 
 /// The wall clock.

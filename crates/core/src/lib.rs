@@ -7,20 +7,27 @@
 //! (each one passing the [`ApprovalGate`] first), appends results and loops
 //! until the model stops; steering and follow-up queues feed it; abort
 //! cancels the model stream and any running tool and leaves the history
-//! consistent.
+//! consistent. A model call that fails with a transient error is retried
+//! with backoff ([`RetryPolicy`]), announced with `auto_retry_start/end`.
 //!
 //! The loop does no I/O itself: it reaches the model ([`keel_llm::Provider`]),
 //! the tools ([`keel_tools::Tool`] over injected backends), the approval gate,
 //! the clock and the session log only through traits collected in
 //! [`SessionDeps`]. It must not know about stdout, JSON-RPC or JSONL framing.
+//!
+//! [`EngineGate`] is the gate keel's front ends use: the approvals engine
+//! (re-exported as [`keel_approvals`]) behind the [`ApprovalGate`] trait, with
+//! an [`ApprovalFrontend`] that announces held calls.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod assemble;
 mod config;
 mod deps;
+mod engine_gate;
 mod error;
 pub mod prompt;
 mod queue;
+mod retry;
 mod run;
 mod session;
 mod tool_exec;
@@ -33,7 +40,12 @@ pub use deps::{
     AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, SessionLog, SystemClock,
     ToolCallInfo,
 };
+pub use engine_gate::{
+    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, workspace_key,
+};
 pub use error::{Error, Result};
+pub use keel_approvals;
+pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, RetryPolicy};
 pub use session::{
     Delivery, QueueKind, Session, SessionDeps, SessionHandle, SessionSnapshot, shutdown_split,
 };

@@ -12,6 +12,13 @@
 //! Durable state is written before it is announced: every message is appended
 //! to the session log before its `message_end`, and the log is flushed before
 //! `turn_end` and `agent_end`.
+//!
+//! A model call that fails with a transient error is retried inside the
+//! turn (see `stream_assistant`): the host sees `message_start`, perhaps
+//! some deltas, then `auto_retry_start` (drop the message in progress),
+//! then a new `message_start` for the next attempt; `auto_retry_end`
+//! comes before the final `message_end`. The run still ends with one
+//! `agent_end`.
 
 use std::sync::Arc;
 
@@ -204,25 +211,122 @@ impl StreamedAssistant {
 
 /// Streams one assistant message, announcing deltas, and commits it (also
 /// when it failed or was aborted).
+///
+/// A call that fails with a transient error is retried while the session's
+/// auto-retry is on and the [`RetryPolicy`](crate::RetryPolicy) allows: the
+/// partial message is dropped without a `message_end` (nothing of it is
+/// committed), `auto_retry_start` announces the wait, and the next attempt
+/// starts a new message with `message_start`. `auto_retry_end` closes the
+/// series before the final `message_end`. An abort during the wait ends the
+/// message as aborted; [`abort_retry`](crate::SessionHandle::abort_retry)
+/// ends it with the error that caused the retry.
 async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedAssistant {
-    let (request, model, provider) = {
+    let mut retries = 0u32;
+    loop {
+        let mut builder = start_message(ctx).await;
+        let (request, provider) = model_request(ctx);
+        let failure = consume_stream(ctx, provider.as_ref(), &mut builder, request, cancel).await;
+        let error = match failure {
+            Some(Failure::Model(e)) => e,
+            other => {
+                if retries > 0 {
+                    let final_error = match &other {
+                        Some(Failure::Aborted) => Some(ABORTED_MESSAGE.to_owned()),
+                        Some(Failure::Model(e)) => Some(e.to_string()),
+                        None => None,
+                    };
+                    return finish_message(ctx, builder, other, Some((retries, final_error))).await;
+                }
+                return finish_message(ctx, builder, other, None).await;
+            }
+        };
+        let Some((delay, max)) = retry_delay(ctx, retries + 1, &error) else {
+            let series = (retries > 0).then(|| (retries, Some(error.to_string())));
+            return finish_message(ctx, builder, Some(Failure::Model(error)), series).await;
+        };
+        retries += 1;
+        // The wait is cancellable before it is announced, so an
+        // `abort_retry` sent on seeing `auto_retry_start` always lands.
+        let wait = CancellationToken::new();
+        lock(&ctx.shared).retry_wait = Some(wait.clone());
+        tracing::info!(attempt = retries, delay_ms = delay.as_millis() as u64, error = %error,
+            "model call failed; retrying");
+        ctx.emit(AgentEvent::AutoRetryStart {
+            attempt: retries,
+            max_attempts: max,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            error_message: error.to_string(),
+            error_kind: Some(error.kind.as_wire().to_owned()),
+        })
+        .await;
+        let waited = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Some(Failure::Aborted),
+            _ = wait.cancelled() => Some(Failure::Model(error)),
+            _ = ctx.deps.clock.sleep(delay) => None,
+        };
+        lock(&ctx.shared).retry_wait = None;
+        if let Some(failure) = waited {
+            let final_error = match &failure {
+                Failure::Aborted => ABORTED_MESSAGE.to_owned(),
+                Failure::Model(e) => e.to_string(),
+            };
+            let builder = start_message(ctx).await;
+            return finish_message(
+                ctx,
+                builder,
+                Some(failure),
+                Some((retries, Some(final_error))),
+            )
+            .await;
+        }
+    }
+}
+
+const ABORTED_MESSAGE: &str = "Request was aborted";
+
+/// The wait before retry `attempt` and the most retries, when the session
+/// retries this error.
+fn retry_delay(
+    ctx: &RunCtx,
+    attempt: u32,
+    error: &keel_llm::Error,
+) -> Option<(std::time::Duration, u32)> {
+    let (enabled, policy, session_id) = {
         let s = lock(&ctx.shared);
-        let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
-        let system = effective_system_prompt(&s.config, &tools, &ctx.deps.clock.today());
-        (
-            ModelRequest {
-                model: s.config.model.id.clone(),
-                system_prompt: system,
-                messages: s.messages.clone(),
-                tools,
-                thinking_level: s.config.thinking_level,
-                max_output_tokens: s.config.model.max_output_tokens,
-            },
-            s.config.model.clone(),
-            s.provider.clone(),
-        )
+        (s.auto_retry, s.config.retry, s.config.session_id.clone())
     };
-    let mut builder = MessageBuilder::new(AssistantMessage {
+    if !enabled {
+        return None;
+    }
+    let seed = crate::retry::jitter_seed(&session_id, ctx.deps.clock.now_ms(), attempt);
+    policy
+        .delay(attempt, error, seed)
+        .map(|d| (d, policy.max_retries))
+}
+
+/// The request of the next model call and the provider to send it to.
+fn model_request(ctx: &RunCtx) -> (ModelRequest, Arc<dyn keel_llm::Provider>) {
+    let s = lock(&ctx.shared);
+    let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
+    let system = effective_system_prompt(&s.config, &tools, &ctx.deps.clock.today());
+    (
+        ModelRequest {
+            model: s.config.model.id.clone(),
+            system_prompt: system,
+            messages: s.messages.clone(),
+            tools,
+            thinking_level: s.config.thinking_level,
+            max_output_tokens: s.config.model.max_output_tokens,
+        },
+        s.provider.clone(),
+    )
+}
+
+/// Announces a new, empty assistant message of the current model.
+async fn start_message(ctx: &RunCtx) -> MessageBuilder {
+    let model = lock(&ctx.shared).config.model.clone();
+    let builder = MessageBuilder::new(AssistantMessage {
         content: Vec::new(),
         api: model.api.clone(),
         provider: model.provider.clone(),
@@ -238,8 +342,17 @@ async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedA
         message: Message::Assistant(builder.message.clone()),
     })
     .await;
+    builder
+}
 
-    let failure = consume_stream(ctx, provider.as_ref(), &mut builder, request, cancel).await;
+/// Closes the open blocks, records the failure, prices the usage, ends a
+/// retry series (`(retries, final error)`) and commits the message.
+async fn finish_message(
+    ctx: &RunCtx,
+    mut builder: MessageBuilder,
+    failure: Option<Failure>,
+    series: Option<(u32, Option<String>)>,
+) -> StreamedAssistant {
     for delta in builder.close() {
         ctx.emit(AgentEvent::MessageUpdate {
             assistant_message_event: delta,
@@ -250,7 +363,7 @@ async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedA
         match failure {
             Failure::Aborted => {
                 builder.message.stop_reason = StopReason::Aborted;
-                builder.message.error_message = Some("Request was aborted".to_owned());
+                builder.message.error_message = Some(ABORTED_MESSAGE.to_owned());
             }
             Failure::Model(e) => {
                 builder.message.stop_reason = StopReason::Error;
@@ -259,7 +372,16 @@ async fn stream_assistant(ctx: &RunCtx, cancel: &CancellationToken) -> StreamedA
             }
         }
     }
-    model.pricing.apply(&mut builder.message.usage);
+    if let Some((attempt, final_error)) = series {
+        ctx.emit(AgentEvent::AutoRetryEnd {
+            success: final_error.is_none(),
+            attempt,
+            final_error,
+        })
+        .await;
+    }
+    let pricing = lock(&ctx.shared).config.model.pricing;
+    pricing.apply(&mut builder.message.usage);
     let stop_reason = builder.message.stop_reason;
     ctx.commit_message(Message::Assistant(builder.message.clone()))
         .await;

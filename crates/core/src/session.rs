@@ -7,6 +7,12 @@
 //! todos, model, tools) are applied by the handle at once, so a read right
 //! after a change sees it; only `Prompt`, `Abort` and `Shutdown` travel to
 //! the session task.
+//!
+//! Approvals reach the session only through its gate: a steering message
+//! while the run waits on held calls declines them instead of being queued;
+//! an `Abort` marks the run aborted, so the loop has the gate cancel what it
+//! waits on (a `Shutdown` leaves such requests pending for the next
+//! process); a new run first hears what became of the session's drafts.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,6 +61,15 @@ pub(crate) struct Shared {
     /// User messages (for example a host's shell output) that go into the
     /// conversation ahead of the next prompt.
     pub pending_context: Vec<UserInput>,
+    /// Whether failed model calls are retried (starts as
+    /// `config.retry.enabled`; toggled by [`SessionHandle::set_auto_retry`]).
+    pub auto_retry: bool,
+    /// Set while a run waits before a retry; cancelling it gives up the
+    /// retry ([`SessionHandle::abort_retry`]).
+    pub retry_wait: Option<CancellationToken>,
+    /// The user aborted the current run (as opposed to a shutdown): calls
+    /// its turn waits on are cancelled, not left pending.
+    pub abort_requested: bool,
 }
 
 pub(crate) type SharedState = Arc<Mutex<Shared>>;
@@ -81,6 +96,10 @@ pub struct SessionSnapshot {
     pub interrupt_mode: InterruptMode,
     pub session_name: Option<String>,
     pub todos: Vec<TodoPhase>,
+    /// Whether failed model calls are retried.
+    pub auto_retry_enabled: bool,
+    /// Whether a run is waiting before a retry.
+    pub is_retrying: bool,
 }
 
 /// Which queue [`SessionHandle::enqueue_or_start`] uses while a run streams.
@@ -97,6 +116,9 @@ pub enum Delivery {
     Started,
     /// A run is streaming: the message was queued.
     Queued,
+    /// A run waited on held tool calls: the message declined them and
+    /// became their note (it is not queued; the turn goes on with it).
+    Declined,
 }
 
 /// A cloneable handle that submits ops and reads state.
@@ -128,7 +150,9 @@ impl SessionHandle {
                 self.send_prompt(input).await
             }
             Op::Steer(input) => {
-                self.enqueue(input, QueueKind::Steer).await;
+                if !self.declines_waiting(&input).await {
+                    self.enqueue(input, QueueKind::Steer).await;
+                }
                 Ok(())
             }
             Op::FollowUp(input) => {
@@ -149,7 +173,14 @@ impl SessionHandle {
                 Ok(())
             }
             Op::SetThinkingLevel { level } => {
-                lock(&self.shared).config.thinking_level = level;
+                // The model's supported level closest to the request; the
+                // event and the log say which one is used.
+                let level = {
+                    let mut s = lock(&self.shared);
+                    let (level, _) = s.config.model.effective_thinking(level);
+                    s.config.thinking_level = level;
+                    level
+                };
                 self.log(EntryBody::ThinkingLevelChange {
                     thinking_level: level,
                 })
@@ -175,6 +206,10 @@ impl SessionHandle {
     /// steering or follow-up message when a run streams. Decided under one
     /// lock, so a message never lands in a queue that no run will drain.
     pub async fn enqueue_or_start(&self, input: UserInput, kind: QueueKind) -> Result<Delivery> {
+        let running = lock(&self.shared).running;
+        if running && kind == QueueKind::Steer && self.declines_waiting(&input).await {
+            return Ok(Delivery::Declined);
+        }
         let queued = {
             let mut s = lock(&self.shared);
             if s.running {
@@ -212,6 +247,24 @@ impl SessionHandle {
         Ok(())
     }
 
+    /// A steering message while the run may wait on held calls: the gate
+    /// declines them with the message as their note, and the message is
+    /// not queued (the turn goes on with the note). False when nothing
+    /// waited.
+    async fn declines_waiting(&self, input: &UserInput) -> bool {
+        let (running, session_id) = {
+            let s = lock(&self.shared);
+            (s.running, s.config.session_id.clone())
+        };
+        running
+            && self
+                .deps
+                .gate
+                .decline_waiting(&session_id, &input.message)
+                .await
+                > 0
+    }
+
     async fn enqueue(&self, input: UserInput, kind: QueueKind) {
         let (steering, follow_up) = {
             let mut s = lock(&self.shared);
@@ -240,14 +293,20 @@ impl SessionHandle {
     }
 
     /// Switches the model (and its provider) for the next model calls; the
-    /// change is logged and announced with `model_changed`.
+    /// change is logged and announced with `model_changed`. The thinking
+    /// level is clamped to what the new model supports (announced with
+    /// `thinking_level_changed` when that changes it).
     pub async fn set_model(&self, model: ModelInfo, provider: Arc<dyn Provider>) -> Result<()> {
         let (p, id) = (model.provider.clone(), model.id.clone());
-        {
+        let clamped = {
             let mut s = lock(&self.shared);
+            let (level, _) = model.effective_thinking(s.config.thinking_level);
+            let changed = level != s.config.thinking_level;
             s.config.model = model;
+            s.config.thinking_level = level;
             s.provider = provider;
-        }
+            changed.then_some(level)
+        };
         self.log(EntryBody::ModelChange {
             provider: p.clone(),
             model_id: id.clone(),
@@ -258,7 +317,32 @@ impl SessionHandle {
             model_id: id,
         })
         .await;
+        if let Some(level) = clamped {
+            self.log(EntryBody::ThinkingLevelChange {
+                thinking_level: level,
+            })
+            .await?;
+            self.emit(AgentEvent::ThinkingLevelChanged { level }).await;
+        }
         Ok(())
+    }
+
+    /// Turns automatic retries of failed model calls on or off for this
+    /// session (from the next failure on).
+    pub fn set_auto_retry(&self, enabled: bool) {
+        lock(&self.shared).auto_retry = enabled;
+    }
+
+    /// Gives up the retry a run is waiting for: the run ends with the error
+    /// that caused it. Returns whether a run was waiting.
+    pub fn abort_retry(&self) -> bool {
+        match lock(&self.shared).retry_wait.take() {
+            Some(wait) => {
+                wait.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Replaces the tools offered from the next model call on.
@@ -311,6 +395,8 @@ impl SessionHandle {
             interrupt_mode: s.config.interrupt_mode,
             session_name: s.session_name.clone(),
             todos: s.todos.clone(),
+            auto_retry_enabled: s.auto_retry,
+            is_retrying: s.retry_wait.is_some(),
         }
     }
 
@@ -345,8 +431,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts the session task. Must be called inside a tokio runtime.
-    pub fn spawn(config: SessionConfig, deps: SessionDeps) -> Self {
+    /// Starts the session task. Must be called inside a tokio runtime. The
+    /// thinking level is clamped to what the model supports.
+    pub fn spawn(mut config: SessionConfig, deps: SessionDeps) -> Self {
+        config.thinking_level = config.model.effective_thinking(config.thinking_level).0;
         let (ops_tx, ops_rx) = mpsc::channel(OP_CHANNEL_CAPACITY);
         let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
         let queues = Queues::new(config.steering_mode, config.follow_up_mode);
@@ -354,13 +442,16 @@ impl Session {
         let shared = Arc::new(Mutex::new(Shared {
             messages: config.initial_messages.clone(),
             session_name: None,
-            config,
             queues,
             running: false,
             provider: deps.provider.clone(),
             tools: deps.tools.clone(),
             todos: Vec::new(),
             pending_context: Vec::new(),
+            auto_retry: config.retry.enabled,
+            retry_wait: None,
+            abort_requested: false,
+            config,
         }));
         let weak_events = events_tx.downgrade();
         let ctx = RunCtx {
@@ -433,6 +524,19 @@ struct CurrentRun {
     cancel: CancellationToken,
 }
 
+/// Starts a run: what became of the session's drafts goes to the model
+/// first (as context ahead of the prompt), then the run proper.
+async fn start_run(ctx: RunCtx, input: UserInput, cancel: CancellationToken) {
+    let session_id = lock(&ctx.shared).config.session_id.clone();
+    let notes = ctx.deps.gate.take_notes(&session_id).await;
+    if !notes.is_empty() {
+        lock(&ctx.shared)
+            .pending_context
+            .extend(notes.into_iter().map(UserInput::text));
+    }
+    run_agent(ctx, input, cancel).await;
+}
+
 async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
     let mut current: Option<CurrentRun> = None;
     loop {
@@ -448,11 +552,13 @@ async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
                             let _ = run.task.await;
                         }
                         let cancel = CancellationToken::new();
-                        let task = tokio::spawn(run_agent(ctx.clone(), input, cancel.clone()));
+                        lock(&ctx.shared).abort_requested = false;
+                        let task = tokio::spawn(start_run(ctx.clone(), input, cancel.clone()));
                         current = Some(CurrentRun { task, cancel });
                     }
                     Op::Abort => {
                         if let Some(run) = &current {
+                            lock(&ctx.shared).abort_requested = true;
                             run.cancel.cancel();
                         }
                     }

@@ -168,9 +168,7 @@ struct DenyBash;
 impl ApprovalGate for DenyBash {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
         if call.tool_name == "bash" {
-            GateDecision::Deny {
-                message: "denied by test gate".into(),
-            }
+            GateDecision::deny("denied by test gate")
         } else {
             GateDecision::Allow
         }
@@ -205,8 +203,12 @@ fn harness_with(
             context_window: 1000,
             max_output_tokens: None,
             pricing: ModelPricing::default(),
+            ..ModelInfo::default()
         },
     );
+    // Retries have their own tests (`tests/retry.rs`); here a failure ends
+    // the turn at once.
+    config.retry = RetryPolicy::disabled();
     tweak(&mut config);
     let deps = SessionDeps {
         provider: provider.clone(),
@@ -666,4 +668,6 @@ async fn history_is_restored_and_logged_messages_match() {
     assert_eq!(logged, vec!["user", "assistant"]);
 }
 
+mod approvals;
 mod handle;
+mod retry;

@@ -1,11 +1,15 @@
 //! Runs the tool calls of one assistant message.
 //!
 //! Calls run one after another. Before each one the approval gate is asked;
-//! while a tool runs its partial results are forwarded as
-//! `tool_execution_update`. A queued steering message in `immediate`
-//! interrupt mode skips the remaining calls; an abort answers the current
-//! and remaining calls with an "aborted" result. Every call gets exactly one
-//! result message, so the history the model sees stays valid.
+//! a held call is made durable (the session log is flushed) and then waited
+//! on, and only once it is decided does `tool_execution_start` go out. While
+//! a tool runs its partial results are forwarded as `tool_execution_update`;
+//! an approved call's result is reported back to the gate. A queued steering
+//! message in `immediate` interrupt mode skips the remaining calls; an abort
+//! answers the current and remaining calls with an "aborted" result (and has
+//! the gate cancel what the turn waited on); a denial with `stop_turn` ends
+//! the run after its call. Every call gets exactly one result message, so
+//! the history the model sees stays valid.
 
 use std::collections::HashMap;
 
@@ -44,29 +48,36 @@ pub(crate) async fn execute_tool_calls(
 ) -> ToolCallOutcome {
     let mut outcome = ToolCallOutcome::default();
     for (id, name, args) in calls {
-        ctx.emit(AgentEvent::ToolExecutionStart {
-            tool_call_id: id.clone(),
-            tool_name: name.clone(),
-            args: args.clone(),
-        })
-        .await;
-        let (result, is_error) = if cancel.is_cancelled() {
-            (ToolResult::text(ABORTED_TEXT), true)
+        let early = if cancel.is_cancelled() {
+            Some(ToolResult::text(ABORTED_TEXT))
         } else if steering_interrupts(ctx) {
-            (ToolResult::text(SKIPPED_TEXT), true)
-        } else if let Some(problem) = invalid_args.get(id) {
-            (
-                ToolResult::text(format!("Invalid arguments for tool {name}: {problem}")),
-                true,
-            )
+            Some(ToolResult::text(SKIPPED_TEXT))
         } else {
-            run_one(ctx, id, name, args, cancel).await
+            invalid_args.get(id).map(|problem| {
+                ToolResult::text(format!("Invalid arguments for tool {name}: {problem}"))
+            })
+        };
+        let (result, is_error) = match early {
+            Some(result) => {
+                emit_start(ctx, id, name, args).await;
+                (result, true)
+            }
+            None => run_one(ctx, id, name, args, cancel).await,
         };
         outcome
             .results
             .push(finish_call(ctx, id, name, result, is_error).await);
     }
     outcome
+}
+
+async fn emit_start(ctx: &RunCtx, id: &str, name: &str, args: &Value) {
+    ctx.emit(AgentEvent::ToolExecutionStart {
+        tool_call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        args: args.clone(),
+    })
+    .await;
 }
 
 /// Answers calls of a message that failed or was aborted while streaming.
@@ -93,6 +104,41 @@ fn steering_interrupts(ctx: &RunCtx) -> bool {
     s.config.interrupt_mode == InterruptMode::Immediate && s.queues.has_steering()
 }
 
+/// Asks the gate about one call; a held call is made durable, then waited
+/// on. Never returns `Held`. A cancelled run ends the wait (after having the
+/// gate cancel the session's waiting requests when the user aborted).
+async fn decide(ctx: &RunCtx, info: &ToolCallInfo, cancel: &CancellationToken) -> GateDecision {
+    let gate = ctx.deps.gate.clone();
+    let decision = gate.check(info).await;
+    let GateDecision::Held { approval_id } = decision else {
+        return decision;
+    };
+    // The request is stored; what the session logged so far (the assistant
+    // message that made the call) is on disk before anyone hears of it.
+    ctx.flush_log().await;
+    let decided = if cancel.is_cancelled() {
+        None
+    } else {
+        tokio::select! {
+            biased;
+            d = gate.wait(info, &approval_id) => Some(d),
+            _ = cancel.cancelled() => None,
+        }
+    };
+    match decided {
+        Some(GateDecision::Held { approval_id }) => GateDecision::deny(format!(
+            "The approval gate returned request {approval_id} still undecided; the call did not run."
+        )),
+        Some(d) => d,
+        None => {
+            if lock(&ctx.shared).abort_requested {
+                gate.abort(&info.session_id).await;
+            }
+            GateDecision::deny(ABORTED_TEXT)
+        }
+    }
+}
+
 async fn run_one(
     ctx: &RunCtx,
     id: &str,
@@ -106,6 +152,7 @@ async fn run_one(
         .find(|t| t.name() == name)
         .cloned();
     let Some(tool) = tool else {
+        emit_start(ctx, id, name, args).await;
         return (ToolResult::text(format!("Tool {name} not found")), true);
     };
     let (session_id, cwd, scratch_dir) = {
@@ -123,14 +170,26 @@ async fn run_one(
         args: args.clone(),
         cwd: cwd.clone(),
     };
-    let decision = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return (ToolResult::text(ABORTED_TEXT), true),
-        d = ctx.deps.gate.check(&info) => d,
+    let decision = decide(ctx, &info, cancel).await;
+    emit_start(ctx, id, name, args).await;
+    let approval_id = match decision {
+        GateDecision::Allow => None,
+        GateDecision::Approved { approval_id } => Some(approval_id),
+        GateDecision::Deny { message, stop_turn } => {
+            if stop_turn {
+                cancel.cancel();
+            }
+            return (ToolResult::text(message), true);
+        }
+        GateDecision::Held { approval_id } => {
+            return (
+                ToolResult::text(format!(
+                    "The approval request {approval_id} is still undecided; the call did not run."
+                )),
+                true,
+            );
+        }
     };
-    if let GateDecision::Deny { message } = decision {
-        return (ToolResult::text(message), true);
-    }
 
     let (update_tx, mut update_rx) = mpsc::channel::<ToolResult>(TOOL_UPDATE_CAPACITY);
     let updates: UpdateSink = std::sync::Arc::new(move |partial: ToolResult| {
@@ -159,14 +218,35 @@ async fn run_one(
     while let Ok(partial) = update_rx.try_recv() {
         emit_update(ctx, id, name, args, partial).await;
     }
-    if cancel.is_cancelled() {
-        return (ToolResult::text(ABORTED_TEXT), true);
+    let (result, is_error) = if cancel.is_cancelled() {
+        (ToolResult::text(ABORTED_TEXT), true)
+    } else {
+        match result {
+            Ok(out) => (out.result, out.is_error),
+            Err(keel_tools::Error::Aborted) => (ToolResult::text(ABORTED_TEXT), true),
+            Err(e) => (ToolResult::text(e.to_string()), true),
+        }
+    };
+    if let Some(approval_id) = approval_id {
+        ctx.deps
+            .gate
+            .finish(&info, &approval_id, &result_text(&result), is_error)
+            .await;
     }
-    match result {
-        Ok(out) => (out.result, out.is_error),
-        Err(keel_tools::Error::Aborted) => (ToolResult::text(ABORTED_TEXT), true),
-        Err(e) => (ToolResult::text(e.to_string()), true),
-    }
+    (result, is_error)
+}
+
+/// The text parts of a result, for the approval record.
+fn result_text(result: &ToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn emit_update(ctx: &RunCtx, id: &str, name: &str, args: &Value, partial: ToolResult) {

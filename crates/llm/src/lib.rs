@@ -7,7 +7,8 @@
 //! history, nothing more.
 //!
 //! Dialects: [`chat_completions`] (`openai-completions`), [`responses`]
-//! (`openai-responses`), [`anthropic`] (`anthropic-messages`); the shared
+//! (`openai-responses`), [`anthropic`] (`anthropic-messages`), and
+//! [`local`] (`local`: a GGUF model in-process, feature `local`); the shared
 //! plumbing (headers, send, SSE pump) is in the private `http` module and
 //! the shared history rules in `history`. [`provider`] turns a configured
 //! [`ProviderSpec`] into a [`Provider`] ([`build_provider`]); [`catalog`]
@@ -28,6 +29,7 @@ pub mod chat_completions;
 mod error;
 mod history;
 mod http;
+pub mod local;
 pub mod provider;
 pub mod responses;
 pub mod sse;

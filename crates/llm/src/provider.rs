@@ -11,7 +11,9 @@
 //! Dialect names (as in `config.toml` and [`crate::Provider::api`]):
 //! `openai-completions` (aliases `openai-chat`, `chat-completions`,
 //! `completions`), `openai-responses` (alias `responses`),
-//! `anthropic-messages` (aliases `anthropic`, `messages`).
+//! `anthropic-messages` (aliases `anthropic`, `messages`), `local` (a GGUF
+//! model in-process, [`crate::local`]; runs only in builds with the
+//! `local` feature, elsewhere [`build_provider`] says how to get it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,14 +46,23 @@ pub enum Dialect {
     /// Anthropic Messages: `POST {base}/messages`.
     #[serde(rename = "anthropic-messages", alias = "anthropic", alias = "messages")]
     AnthropicMessages,
+    /// A GGUF model run inside the keel process ([`crate::local`]); no HTTP.
+    #[serde(rename = "local")]
+    Local,
 }
 
 impl Dialect {
+    /// The HTTP dialects.
     pub const ALL: [Dialect; 3] = [
         Dialect::OpenAiCompletions,
         Dialect::OpenAiResponses,
         Dialect::AnthropicMessages,
     ];
+
+    /// Whether the model runs in-process rather than behind a URL.
+    pub fn is_local(self) -> bool {
+        self == Dialect::Local
+    }
 
     /// The canonical name, as returned by [`crate::Provider::api`].
     pub fn as_str(self) -> &'static str {
@@ -59,15 +70,17 @@ impl Dialect {
             Dialect::OpenAiCompletions => crate::chat_completions::API,
             Dialect::OpenAiResponses => crate::responses::API,
             Dialect::AnthropicMessages => crate::anthropic::API,
+            Dialect::Local => crate::local::API,
         }
     }
 
-    /// The path appended to the base URL.
+    /// The path appended to the base URL (empty for [`Dialect::Local`]).
     pub fn path(self) -> &'static str {
         match self {
             Dialect::OpenAiCompletions => "chat/completions",
             Dialect::OpenAiResponses => "responses",
             Dialect::AnthropicMessages => "messages",
+            Dialect::Local => "",
         }
     }
 }
@@ -87,7 +100,7 @@ impl std::str::FromStr for Dialect {
             Error::new(
                 ErrorKind::BadRequest,
                 format!(
-                    "unknown dialect {s:?}: expected openai-completions, openai-responses or anthropic-messages"
+                    "unknown dialect {s:?}: expected openai-completions, openai-responses, anthropic-messages or local"
                 ),
             )
         })
@@ -121,6 +134,9 @@ pub struct ProviderSpec {
     /// Chat Completions only: send the system prompt as `developer`.
     /// `None`: only for `api.openai.com`.
     pub supports_developer_role: Option<bool>,
+    /// [`Dialect::Local`] only: the model file and how to run it
+    /// (`base_url` is not used).
+    pub local: crate::local::LocalSpec,
 }
 
 impl ProviderSpec {
@@ -137,6 +153,15 @@ impl ProviderSpec {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             supports_reasoning_effort: None,
             supports_developer_role: None,
+            local: crate::local::LocalSpec::default(),
+        }
+    }
+
+    /// A spec for a local model (see [`crate::local`]).
+    pub fn local(name: impl Into<String>, local: crate::local::LocalSpec) -> Self {
+        ProviderSpec {
+            local,
+            ..ProviderSpec::new(name, Dialect::Local, "")
         }
     }
 
@@ -181,6 +206,7 @@ impl std::fmt::Debug for ProviderSpec {
             .field("request_timeout", &self.request_timeout)
             .field("supports_reasoning_effort", &self.supports_reasoning_effort)
             .field("supports_developer_role", &self.supports_developer_role)
+            .field("local", &self.local)
             .finish()
     }
 }
@@ -230,6 +256,9 @@ pub(crate) fn sse_endpoint(
 /// [`ErrorKind::BadRequest`]) when the key or an extra header is not a valid
 /// header value, or when the client cannot be built.
 pub fn build_provider(spec: &ProviderSpec) -> Result<Arc<dyn Provider>> {
+    if spec.dialect.is_local() {
+        return crate::local::build(spec);
+    }
     let client = crate::http::build_client(spec.connect_timeout)?;
     build_provider_with_client(spec, client)
 }
@@ -248,6 +277,7 @@ pub fn build_provider_with_client(
         Dialect::AnthropicMessages => {
             Arc::new(AnthropicProvider::with_client(spec.clone(), client)?)
         }
+        Dialect::Local => return crate::local::build(spec),
     })
 }
 
@@ -311,6 +341,14 @@ pub const WELL_KNOWN_PROVIDERS: &[ProviderPreset] = &[
         name: "llamacpp",
         dialect: Dialect::OpenAiCompletions,
         base_url: "http://127.0.0.1:8080/v1",
+        api_key_env: None,
+    },
+    // A GGUF model in-process ([`crate::local`]); no URL. The model file
+    // comes with the spec ([`ProviderSpec::local`]).
+    ProviderPreset {
+        name: "local",
+        dialect: Dialect::Local,
+        base_url: "",
         api_key_env: None,
     },
 ];
@@ -392,6 +430,31 @@ mod tests {
         let err = build_provider(&spec).err().unwrap();
         assert_eq!(err.kind, ErrorKind::BadRequest);
         assert!(!err.message.contains("key-secret"));
+    }
+
+    #[test]
+    fn local_dialect_name_preset_and_catalogue() {
+        assert_eq!("local".parse::<Dialect>().unwrap(), Dialect::Local);
+        assert_eq!(Dialect::Local.as_str(), "local");
+        assert!(Dialect::Local.is_local() && !Dialect::OpenAiResponses.is_local());
+        let preset = well_known_provider("local").unwrap();
+        assert_eq!(preset.dialect, Dialect::Local);
+        assert_eq!(preset.api_key_env, None);
+        let l = crate::Catalog::builtin().lookup("local", "qwen2.5-coder-1.5b-instruct");
+        assert_eq!(l.matched, crate::catalog::Match::Exact);
+        assert_eq!(l.entry.api, Dialect::Local);
+        assert_eq!(l.entry.context_window, 8192);
+        assert_eq!(l.entry.cost, crate::ModelCost::default());
+        let any = crate::Catalog::builtin().lookup("local", "my-own.gguf");
+        assert_eq!(any.matched, crate::catalog::Match::ProviderDefault);
+    }
+
+    #[cfg(not(feature = "local"))]
+    #[test]
+    fn local_without_the_feature_says_how_to_build_it() {
+        let spec = ProviderSpec::local("local", crate::local::LocalSpec::new("/m.gguf"));
+        let err = build_provider(&spec).err().unwrap();
+        assert!(err.message.contains("--features local"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! each model call is a `turn_start` … `turn_end`; messages are announced with
 //! `message_start`, streamed with `message_update` (deltas only, never the
 //! whole message again) and closed with `message_end`; tool runs with
-//! `tool_execution_start/update/end`.
+//! `tool_execution_start/update/end`. A model call retried after a
+//! transient failure shows as `auto_retry_start` (the assistant message in
+//! progress is dropped; the next attempt starts a new one) and, once the
+//! retries are over, one `auto_retry_end` before the final `message_end`.
 //!
 //! Wire shape: `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}`.
 
@@ -162,6 +165,38 @@ pub enum AgentEvent {
         #[serde(rename = "modelId")]
         model_id: String,
     },
+    /// A model call failed with a transient error (rate limit, overload,
+    /// 5xx, connection reset, idle timeout, cut stream) and is tried again
+    /// after `delayMs`. The assistant message in progress (announced by the
+    /// last `message_start`, never ended) is discarded: it is not in the
+    /// history, and the retry starts a new one with `message_start`.
+    /// `attempt` counts the retries from 1; `maxAttempts` is the most that
+    /// will be made.
+    AutoRetryStart {
+        attempt: u32,
+        #[serde(rename = "maxAttempts")]
+        max_attempts: u32,
+        #[serde(rename = "delayMs")]
+        delay_ms: u64,
+        #[serde(rename = "errorMessage")]
+        error_message: String,
+        /// The error's kind (`rateLimitExceeded`, `serverOverloaded`, …).
+        #[serde(rename = "errorKind", default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<String>,
+    },
+    /// The retries that began with the first `auto_retry_start` are over:
+    /// the last attempt succeeded, or failed for good (`finalError`), or the
+    /// wait was cancelled. Exactly one follows a series of starts.
+    AutoRetryEnd {
+        success: bool,
+        attempt: u32,
+        #[serde(
+            rename = "finalError",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        final_error: Option<String>,
+    },
 }
 
 impl AgentEvent {
@@ -182,6 +217,8 @@ impl AgentEvent {
             AgentEvent::SessionInfoChanged { .. } => "session_info_changed",
             AgentEvent::ThinkingLevelChanged { .. } => "thinking_level_changed",
             AgentEvent::ModelChanged { .. } => "model_changed",
+            AgentEvent::AutoRetryStart { .. } => "auto_retry_start",
+            AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
         }
     }
 }
@@ -218,5 +255,31 @@ mod tests {
         assert_eq!(serde_json::to_value(&ev).unwrap()["type"], "toolcall_start");
         let m: QueueMode = serde_json::from_str("\"one-at-a-time\"").unwrap();
         assert_eq!(m, QueueMode::OneAtATime);
+    }
+
+    #[test]
+    fn retry_events_use_pi_field_names() {
+        let start = AgentEvent::AutoRetryStart {
+            attempt: 1,
+            max_attempts: 3,
+            delay_ms: 1000,
+            error_message: "HTTP 429".into(),
+            error_kind: Some("rateLimitExceeded".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&start).unwrap(),
+            json!({"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":1000,
+                   "errorMessage":"HTTP 429","errorKind":"rateLimitExceeded"})
+        );
+        let end = AgentEvent::AutoRetryEnd {
+            success: true,
+            attempt: 1,
+            final_error: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&end).unwrap(),
+            json!({"type":"auto_retry_end","success":true,"attempt":1})
+        );
+        assert_eq!(end.type_name(), "auto_retry_end");
     }
 }

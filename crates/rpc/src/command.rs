@@ -104,6 +104,25 @@ pub(crate) struct HostToolDef {
     pub description: String,
     #[serde(default)]
     pub parameters: Option<Value>,
+    /// The approval class keel gives the tool's calls: `read`, `write`,
+    /// `send` or `money` (undeclared: from `annotations`, else send).
+    #[serde(default, rename = "approvalClass")]
+    pub approval_class: Option<String>,
+    /// MCP-style hints, used when no `approvalClass` is given.
+    #[serde(default)]
+    pub annotations: Option<ToolAnnotations>,
+}
+
+/// MCP tool annotations that decide an approval class.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ToolAnnotations {
+    #[serde(default)]
+    pub read_only_hint: Option<bool>,
+    #[serde(default)]
+    pub destructive_hint: Option<bool>,
+    #[serde(default)]
+    pub open_world_hint: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +163,11 @@ pub(crate) struct SetModelArgs {
 }
 
 #[derive(Debug, Deserialize)]
+pub(crate) struct SetAutoRetryArgs {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Deserialize)]
 pub(crate) struct ThinkingArgs {
     pub level: ThinkingLevel,
 }
@@ -180,6 +204,74 @@ pub(crate) struct NegotiateArgs {
     pub declaration: Option<Value>,
 }
 
+/// `approval_response`: a decision on a held call.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApprovalResponseArgs {
+    pub request_id: String,
+    pub decision: ApprovalDecisionKind,
+    #[serde(default)]
+    pub note: Option<String>,
+    /// For `approve_always`: what the rule covers (default: the offer).
+    #[serde(default)]
+    pub scope: Option<keel_core::keel_approvals::RuleScope>,
+    /// For `approve_always`: `permanent` (default) or `session`.
+    #[serde(default)]
+    pub lifetime: Option<RuleLifetime>,
+    /// For `decline`: end the turn instead of letting the model go on.
+    #[serde(default)]
+    pub stop_turn: bool,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ApprovalDecisionKind {
+    Approve,
+    ApproveAlways,
+    Decline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RuleLifetime {
+    #[default]
+    Permanent,
+    Session,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct PendingApprovalsArgs {
+    /// Every workspace's pending requests, not only this one's.
+    #[serde(default)]
+    pub all: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ApprovalModeArgs {
+    pub mode: keel_core::keel_approvals::Mode,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AddApprovalRuleArgs {
+    pub tool: String,
+    #[serde(default)]
+    pub operation: Option<String>,
+    pub scope: keel_core::keel_approvals::RuleScope,
+    #[serde(default)]
+    pub lifetime: RuleLifetime,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RemoveApprovalRuleArgs {
+    pub rule_id: String,
+}
+
 /// A command with its typed arguments.
 #[derive(Debug)]
 pub(crate) enum Command {
@@ -195,6 +287,8 @@ pub(crate) enum Command {
     SetHostUriSchemes(SetHostUriSchemesArgs),
     WorkflowGateResponse(GateResponseArgs),
     SetModel(SetModelArgs),
+    SetAutoRetry(SetAutoRetryArgs),
+    AbortRetry,
     CycleModel,
     GetAvailableModels,
     SetThinkingLevel(ThinkingArgs),
@@ -210,6 +304,13 @@ pub(crate) enum Command {
     SetSessionName(SessionNameArgs),
     GetMessages,
     NegotiateUnattended(NegotiateArgs),
+    ApprovalResponse(ApprovalResponseArgs),
+    GetPendingApprovals(PendingApprovalsArgs),
+    GetApprovalMode,
+    SetApprovalMode(ApprovalModeArgs),
+    ListApprovalRules,
+    AddApprovalRule(AddApprovalRuleArgs),
+    RemoveApprovalRule(RemoveApprovalRuleArgs),
     /// A known command keel does not implement yet.
     NotSupported,
 }
@@ -372,6 +473,8 @@ fn parse_command(
             Command::WorkflowGateResponse(args(obj)?)
         }
         Method::SetModel => Command::SetModel(args(obj)?),
+        Method::SetAutoRetry => Command::SetAutoRetry(args(obj)?),
+        Method::AbortRetry => Command::AbortRetry,
         Method::CycleModel => Command::CycleModel,
         Method::GetAvailableModels => Command::GetAvailableModels,
         Method::SetThinkingLevel => Command::SetThinkingLevel(args(obj)?),
@@ -387,10 +490,15 @@ fn parse_command(
         Method::SetSessionName => Command::SetSessionName(args(obj)?),
         Method::GetMessages => Command::GetMessages,
         Method::NegotiateUnattended => Command::NegotiateUnattended(args(obj)?),
+        Method::ApprovalResponse => Command::ApprovalResponse(args(obj)?),
+        Method::GetPendingApprovals => Command::GetPendingApprovals(args(obj)?),
+        Method::GetApprovalMode => Command::GetApprovalMode,
+        Method::SetApprovalMode => Command::SetApprovalMode(args(obj)?),
+        Method::ListApprovalRules => Command::ListApprovalRules,
+        Method::AddApprovalRule => Command::AddApprovalRule(args(obj)?),
+        Method::RemoveApprovalRule => Command::RemoveApprovalRule(args(obj)?),
         Method::Compact
         | Method::SetAutoCompaction
-        | Method::SetAutoRetry
-        | Method::AbortRetry
         | Method::ExportHtml
         | Method::Branch
         | Method::GetBranchMessages => Command::NotSupported,

@@ -60,7 +60,9 @@ pub(crate) fn inner_event(event: &AgentEvent) -> (&'static str, InnerEvent<'_>) 
         | AgentEvent::QueueUpdate { .. }
         | AgentEvent::SessionInfoChanged { .. }
         | AgentEvent::ThinkingLevelChanged { .. }
-        | AgentEvent::ModelChanged { .. } => InnerEvent::Plain(event),
+        | AgentEvent::ModelChanged { .. }
+        | AgentEvent::AutoRetryStart { .. }
+        | AgentEvent::AutoRetryEnd { .. } => InnerEvent::Plain(event),
     };
     (event.type_name(), inner)
 }

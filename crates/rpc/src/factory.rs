@@ -12,7 +12,8 @@ use keel_core::{ModelInfo, Session};
 use keel_llm::Provider;
 use keel_protocol::ThinkingLevel;
 
-/// A model a host can select.
+/// A model a host can select: what the session knows about it (from the
+/// model catalogue) and where its provider is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelChoice {
     pub info: ModelInfo,
@@ -50,9 +51,15 @@ pub struct OpenedSession {
 /// Opens sessions and builds providers for RPC mode.
 #[async_trait::async_trait]
 pub trait SessionFactory: Send + Sync {
-    /// The models hosts can select, the configured one first. Empty when no
-    /// model is configured.
+    /// The models hosts can select (`get_available_models`, `set_model`),
+    /// the configured one first. Empty when no model is configured.
     fn models(&self) -> Vec<ModelChoice>;
+
+    /// The models `cycle_model` goes through, and whether they are a scope
+    /// the user chose (`isScoped`) rather than every available model.
+    fn cycle_models(&self) -> (Vec<ModelChoice>, bool) {
+        (self.models(), false)
+    }
 
     /// One line telling a person how to configure a model.
     fn no_model_hint(&self) -> String;

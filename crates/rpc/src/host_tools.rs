@@ -250,9 +250,13 @@ impl Server {
         &mut self,
         args: SetHostToolsArgs,
     ) -> Result<Option<Value>, WireError> {
+        let classes = crate::approvals::declared_classes(&args.tools)?;
         let specs = validate(args.tools)?;
         let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
         self.brokers.host_tools.set(specs);
+        if let Some(approvals) = &self.brokers.approvals {
+            approvals.set_host_classes(classes);
+        }
         self.refresh_tools();
         Ok(Some(json!({"toolNames": names})))
     }
@@ -268,6 +272,8 @@ mod tests {
             label: None,
             description: String::new(),
             parameters: None,
+            approval_class: None,
+            annotations: None,
         }
     }
 

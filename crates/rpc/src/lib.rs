@@ -6,7 +6,9 @@
 //! time, except `bash`, which runs in the background), the translation of
 //! core events into canonical event frames (or flat ones), and the brokers of
 //! the sub-protocols (host tools, host URIs, extension UI, workflow gates,
-//! unattended mode).
+//! unattended mode), and approvals: the front end of the core's
+//! [`EngineGate`](keel_core::EngineGate) (`approval_request` /
+//! `approval_resolved` frames and the approval commands, a keel extension).
 //!
 //! It reaches the agent only through `keel-core` (a
 //! [`SessionHandle`](keel_core::SessionHandle) and its event stream) and
@@ -15,6 +17,7 @@
 //! providers or session files are configured.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod approvals;
 mod command;
 mod error;
 mod events;

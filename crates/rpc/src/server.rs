@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::RpcApprovals;
 use crate::command::{Envelope, Inbound, Reply, parse};
 use crate::events::{EventFramer, EventStyle, SeqCounters};
 use crate::factory::{ModelChoice, OpenTarget, OpenedSession, SessionCloser, SessionFactory};
@@ -71,6 +72,10 @@ pub struct RpcOptions {
     /// Cancelled to shut down as if stdin had closed (for example on
     /// SIGTERM).
     pub shutdown: CancellationToken,
+    /// The approval gate the factory's sessions use; RPC mode announces
+    /// its held calls and serves the approval commands. `None`: approval
+    /// commands fail (the sessions' gate is whatever the factory chose).
+    pub approvals: Option<Arc<keel_core::EngineGate>>,
 }
 
 impl Default for RpcOptions {
@@ -91,6 +96,7 @@ impl Default for RpcOptions {
             gate_tool: false,
             gate_timeout: Duration::from_secs(1800),
             shutdown: CancellationToken::new(),
+            approvals: None,
         }
     }
 }
@@ -133,6 +139,7 @@ pub(crate) struct Brokers {
     pub ui: Arc<Ui>,
     pub gates: Arc<Gates>,
     pub unattended: Arc<Unattended>,
+    pub approvals: Option<Arc<RpcApprovals>>,
 }
 
 impl Brokers {
@@ -205,12 +212,18 @@ where
 {
     let (sender, writer) = spawn_writer(output);
     let out = Out::new(sender);
+    let host_uris = Arc::new(HostUris::new(out.clone(), options.host_uri_timeout));
+    let unattended = Arc::new(Unattended::new(options.state_dir.as_deref()));
+    let approvals = options.approvals.clone().map(|gate| {
+        RpcApprovals::install(gate, out.clone(), unattended.clone(), host_uris.clone())
+    });
     let brokers = Brokers {
         host_tools: Arc::new(HostTools::new(out.clone(), options.host_tool_timeout)),
-        host_uris: Arc::new(HostUris::new(out.clone(), options.host_uri_timeout)),
+        host_uris,
         ui: Arc::new(Ui::new(out.clone(), options.ui_timeout, options.emit_title)),
         gates: Arc::new(Gates::load(out.clone(), options.state_dir.as_deref()).await),
-        unattended: Arc::new(Unattended::new(options.state_dir.as_deref())),
+        unattended,
+        approvals,
     };
     let model = factory.models().into_iter().next();
     let seqs = SeqCounters::default();
@@ -288,6 +301,9 @@ where
         tracing::error!(error = %e, "the command worker failed");
     }
     let _ = reader.await;
+    if let Some(approvals) = &brokers.approvals {
+        approvals.uninstall();
+    }
     drop(out);
     drop(brokers);
     match tokio::time::timeout(Duration::from_secs(5), writer).await {

@@ -43,6 +43,10 @@ const SCOPES: &[(&str, &[&str])] = &[
             "set_todos",
             "set_session_name",
             "workflow_gate_response",
+            "approval_response",
+            "set_approval_mode",
+            "add_approval_rule",
+            "remove_approval_rule",
             "compact",
             "set_auto_compaction",
             "set_auto_retry",
@@ -429,12 +433,7 @@ impl Unattended {
             let Some(state) = guard.as_mut() else {
                 return Ok(());
             };
-            let allowed = state.declaration.action_allowlist.iter().any(|a| {
-                a == action
-                    || (action == "bash.readonly" && a == "bash")
-                    || (action.starts_with("host_tool.") && a == "host_tool")
-            });
-            if !allowed {
+            if !allows(&state.declaration, action) {
                 Err(wire_errors::unattended::action_denied(tool, action))
             } else if state.tool_calls >= state.declaration.budget.max_tool_calls {
                 Err(wire_errors::unattended::budget_exhausted(
@@ -452,6 +451,39 @@ impl Unattended {
         self.audit_result("tool", tool, &verdict);
         verdict
     }
+}
+
+impl Unattended {
+    /// The refusal of a call whose action the declaration does not allow,
+    /// checked before the approvals (so such a call is refused, not drafted
+    /// for a person); written to the audit log like the tools' own checks.
+    /// `None` when unattended mode is off or the action is allowed (the
+    /// budget is still checked when the tool runs).
+    pub fn refuse_action(
+        &self,
+        tool: &str,
+        args: &Value,
+        host_scheme: &dyn Fn(&str) -> bool,
+    ) -> Option<String> {
+        let action = action_of(tool, args, host_scheme);
+        let denied = {
+            let guard = self.lock();
+            let state = guard.as_ref()?;
+            (!allows(&state.declaration, &action))
+                .then(|| wire_errors::unattended::action_denied(tool, &action))
+        }?;
+        self.audit_result("tool", tool, &Err(denied.clone()));
+        Some(wire_errors::tool_text::unattended_refusal(&denied))
+    }
+}
+
+/// Whether the declaration's allowlist covers `action`.
+fn allows(declaration: &Declaration, action: &str) -> bool {
+    declaration.action_allowlist.iter().any(|a| {
+        a == action
+            || (action == "bash.readonly" && a == "bash")
+            || (action.starts_with("host_tool.") && a == "host_tool")
+    })
 }
 
 /// The action a tool call needs.

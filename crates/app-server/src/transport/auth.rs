@@ -69,7 +69,9 @@ impl AuthSettings {
 pub enum AuthPolicy {
     /// `--ws-insecure-no-auth`.
     None,
-    CapabilityToken { sha256: [u8; 32] },
+    CapabilityToken {
+        sha256: [u8; 32],
+    },
     SignedBearerToken(JwtVerifier),
 }
 
@@ -105,7 +107,9 @@ impl AuthPolicy {
         let has_jwt = s.shared_secret_file.is_some() || has_jwt_extras;
         if s.insecure_no_auth {
             if s.mode.is_some() || has_token || has_jwt {
-                return Err(config("--ws-insecure-no-auth conflicts with the other --ws-* flags"));
+                return Err(config(
+                    "--ws-insecure-no-auth conflicts with the other --ws-* flags",
+                ));
             }
             return Ok(AuthPolicy::None);
         }
@@ -134,7 +138,9 @@ impl AuthPolicy {
                 }
                 let sha256 = match (&s.token_file, &s.token_sha256) {
                     (Some(_), Some(_)) => {
-                        return Err(config("give exactly one of --ws-token-file and --ws-token-sha256"));
+                        return Err(config(
+                            "give exactly one of --ws-token-file and --ws-token-sha256",
+                        ));
                     }
                     (Some(path), None) => {
                         let token = read_secret(path)?;

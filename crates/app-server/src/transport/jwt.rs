@@ -140,8 +140,7 @@ impl JwtVerifier {
         let signature = URL_SAFE_NO_PAD
             .decode(sig_b64)
             .map_err(|_| JwtError::Malformed)?;
-        let mut mac =
-            HmacSha256::new_from_slice(&self.secret).map_err(|_| JwtError::Signature)?;
+        let mut mac = HmacSha256::new_from_slice(&self.secret).map_err(|_| JwtError::Signature)?;
         mac.update(header_b64.as_bytes());
         mac.update(b".");
         mac.update(claims_b64.as_bytes());
@@ -260,7 +259,10 @@ mod tests {
 
     #[test]
     fn claims_must_match_the_configuration() {
-        let t = sign_hs256(SECRET, &json!({"iss": "other", "aud": "nope", "exp": NOW + 60}));
+        let t = sign_hs256(
+            SECRET,
+            &json!({"iss": "other", "aud": "nope", "exp": NOW + 60}),
+        );
         assert_eq!(
             verifier(Some("ci"), None).verify(&t, NOW),
             Err(JwtError::Issuer)
@@ -286,7 +288,10 @@ mod tests {
     #[test]
     fn forged_and_malformed_tokens_are_refused() {
         let v = verifier(None, None);
-        let other = sign_hs256(b"another-secret-another-secret-xx", &json!({"exp": NOW + 60}));
+        let other = sign_hs256(
+            b"another-secret-another-secret-xx",
+            &json!({"exp": NOW + 60}),
+        );
         assert_eq!(v.verify(&other, NOW), Err(JwtError::Signature));
         // alg none, with and without a signature.
         let none_header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#);
@@ -301,7 +306,13 @@ mod tests {
         let evil = URL_SAFE_NO_PAD.encode(json!({"exp": NOW + 6_000_000}).to_string());
         parts[1] = &evil;
         assert_eq!(v.verify(&parts.join("."), NOW), Err(JwtError::Signature));
-        for bad in ["", "a.b", "a.b.c.d", "!!.!!.!!", &"a".repeat(MAX_TOKEN_BYTES + 1)] {
+        for bad in [
+            "",
+            "a.b",
+            "a.b.c.d",
+            "!!.!!.!!",
+            &"a".repeat(MAX_TOKEN_BYTES + 1),
+        ] {
             assert_eq!(v.verify(bad, NOW), Err(JwtError::Malformed), "{bad:.20}");
         }
     }

@@ -4,11 +4,13 @@
 //!
 //! [`stdio`] serves one client on stdin/stdout; [`network`] serves
 //! WebSocket clients on `ws://` and `unix://` listeners ([`ws`] is one such
-//! connection, [`unix`] the socket file), authenticated by [`auth`] (with
-//! [`jwt`] for signed bearer tokens).
+//! connection, [`unix`] the socket file, [`listener`] the cap on open
+//! sockets), authenticated by [`auth`] (with [`jwt`] for signed bearer
+//! tokens).
 
 pub mod auth;
 pub mod jwt;
+pub mod listener;
 pub mod network;
 pub mod stdio;
 pub mod unix;

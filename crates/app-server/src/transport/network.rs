@@ -18,6 +18,9 @@
 //! 4. at most [`MAX_CONNECTIONS`] connections at once → 503 beyond;
 //! 5. the upgrade itself, with messages capped at `--max-frame-bytes`, then
 //!    [`super::ws::run`].
+//!
+//! Below HTTP, a listener holds at most [`super::listener::MAX_SOCKETS`]
+//! sockets at once, authenticated or not ([`Capped`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,6 +39,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::Listen;
 use super::auth::AuthPolicy;
+use super::listener::{Capped, MAX_SOCKETS, Peer};
 use super::unix::{SocketGuard, default_socket_path};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
@@ -103,8 +107,9 @@ impl NetworkServer {
             Listen::Unix(path) => {
                 let (path, default_dir) = match path {
                     Some(p) => (
-                        std::path::absolute(p)
-                            .map_err(|e| Error::io(format!("bad socket path {}", p.display()), e))?,
+                        std::path::absolute(p).map_err(|e| {
+                            Error::io(format!("bad socket path {}", p.display()), e)
+                        })?,
                         false,
                     ),
                     None => (default_socket_path(&runtime.config.home), true),
@@ -159,16 +164,19 @@ impl NetworkServer {
         let served = match self.bound {
             Bound::Tcp(listener) => {
                 axum::serve(
-                    listener,
-                    app.into_make_service_with_connect_info::<SocketAddr>(),
+                    Capped::new(listener, MAX_SOCKETS),
+                    app.into_make_service_with_connect_info::<Peer>(),
                 )
                 .with_graceful_shutdown(stop)
                 .await
             }
             Bound::Unix(listener, guard) => {
-                let r = axum::serve(listener, app)
-                    .with_graceful_shutdown(stop)
-                    .await;
+                let r = axum::serve(
+                    Capped::new(listener, MAX_SOCKETS),
+                    app.into_make_service_with_connect_info::<Peer>(),
+                )
+                .with_graceful_shutdown(stop)
+                .await;
                 drop(guard);
                 r
             }
@@ -230,9 +238,9 @@ async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
     let (mut parts, _body) = request.into_parts();
     let peer = parts
         .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
-        .unwrap_or_else(|| "unix".to_owned());
+        .get::<ConnectInfo<Peer>>()
+        .map(|c| c.0.0.clone())
+        .unwrap_or_default();
     if let Err(why) = state.auth.authorize(&parts.headers, now_secs()) {
         tracing::warn!(%peer, path = parts.uri.path(), reason = %why, "refused a websocket upgrade");
         let mut r = plain(StatusCode::UNAUTHORIZED, "unauthorized\n");

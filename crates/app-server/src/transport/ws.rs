@@ -47,14 +47,21 @@ type CloseReason = OnceLock<(u16, &'static str)>;
 
 /// Serves one upgraded WebSocket until either side closes it.
 pub async fn run(runtime: Arc<Runtime>, socket: WebSocket, peer: String) {
-    let (conn, outbound) = Connection::new(runtime.next_connection_id(), SlowClientPolicy::Disconnect);
+    let (conn, outbound) =
+        Connection::new(runtime.next_connection_id(), SlowClientPolicy::Disconnect);
     let conn = Arc::new(conn);
     tracing::info!(connection = conn.id, %peer, "websocket client connected");
     let (sink, stream) = socket.split();
     let reason = Arc::new(CloseReason::new());
     let (inbound_tx, inbound_rx) = mpsc::channel(INBOUND_QUEUE_CAPACITY);
     let reader = tokio::spawn(read_loop(stream, inbound_tx, conn.clone(), reason.clone()));
-    let writer = tokio::spawn(write_loop(sink, outbound, conn.clone(), runtime.clone(), reason));
+    let writer = tokio::spawn(write_loop(
+        sink,
+        outbound,
+        conn.clone(),
+        runtime.clone(),
+        reason,
+    ));
     serve(runtime, conn.clone(), inbound_rx).await;
     conn.closed.cancel();
     let _ = reader.await;
@@ -83,7 +90,9 @@ async fn read_loop(
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Err(e)) => {
                 let inner = e.into_inner();
-                if let Some(tungstenite::Error::Capacity(c)) = inner.downcast_ref::<tungstenite::Error>() {
+                if let Some(tungstenite::Error::Capacity(c)) =
+                    inner.downcast_ref::<tungstenite::Error>()
+                {
                     tracing::warn!(connection = conn.id, error = %c, "oversize websocket message; closing");
                     let _ = reason.set((CLOSE_TOO_BIG, "message too big"));
                 } else {

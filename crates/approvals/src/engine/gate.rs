@@ -182,7 +182,7 @@ impl ApprovalEngine {
             .await?;
             return Ok(allow_auto());
         }
-        let mode = self.mode(&call.workspace).await?;
+        let mode = self.effective_mode(&call.workspace).await?;
 
         // 2. A matching always-allow rule runs (never for money).
         if c.class != Class::Money {

@@ -227,6 +227,9 @@ struct Inner {
     config: EngineConfig,
     /// Woken whenever this engine decides, cancels or expires a request.
     nudge: Notify,
+    /// A mode this process uses instead of the stored one (for example
+    /// `--approval-mode`); never written to the store.
+    mode_override: std::sync::RwLock<Option<Mode>>,
 }
 
 impl ApprovalEngine {
@@ -237,6 +240,7 @@ impl ApprovalEngine {
                 clock,
                 config,
                 nudge: Notify::new(),
+                mode_override: std::sync::RwLock::new(None),
             }),
         }
     }
@@ -308,6 +312,36 @@ impl ApprovalEngine {
             .get_mode(workspace)
             .await?
             .unwrap_or_default())
+    }
+
+    /// Makes this engine (and its clones) judge every workspace under
+    /// `mode` instead of the stored mode, without storing anything; `None`
+    /// goes back to the stored modes.
+    pub fn set_mode_override(&self, mode: Option<Mode>) {
+        let mut slot = self
+            .inner
+            .mode_override
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        *slot = mode;
+    }
+
+    /// The mode set by [`set_mode_override`](Self::set_mode_override), if any.
+    pub fn mode_override(&self) -> Option<Mode> {
+        *self
+            .inner
+            .mode_override
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The mode calls in `workspace` are judged under: the override, else
+    /// the stored mode, else `outside`.
+    pub async fn effective_mode(&self, workspace: &str) -> Result<Mode> {
+        match self.mode_override() {
+            Some(mode) => Ok(mode),
+            None => self.mode(workspace).await,
+        }
     }
 
     pub async fn set_mode(&self, workspace: &str, mode: Mode, decider: &str) -> Result<()> {

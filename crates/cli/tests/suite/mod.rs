@@ -1,9 +1,11 @@
 //! Shared setup for the binary's integration tests.
 
 mod app_server;
+mod approvals;
 mod config;
 mod exec;
 mod exec_abort;
+mod providers;
 mod rpc;
 mod sessions;
 mod snapshots;

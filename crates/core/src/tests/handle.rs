@@ -129,3 +129,47 @@ async fn events_end_after_shutdown_even_with_handles_alive() {
     assert!(next.is_none());
     assert!(handle.submit(Op::Abort).await.is_err());
 }
+
+#[tokio::test]
+async fn thinking_levels_are_clamped_to_the_model() {
+    let mut h = harness_with(vec![], vec![], Arc::new(AllowAll), |c| {
+        c.model.thinking_levels = vec![ThinkingLevel::Off, ThinkingLevel::Low];
+        c.thinking_level = ThinkingLevel::High;
+    });
+    let handle = h.session.handle();
+    // Clamped at spawn.
+    assert_eq!(handle.snapshot().thinking_level, ThinkingLevel::Low);
+    handle
+        .submit(Op::SetThinkingLevel {
+            level: ThinkingLevel::Xhigh,
+        })
+        .await
+        .unwrap();
+    assert_eq!(handle.snapshot().thinking_level, ThinkingLevel::Low);
+    let ev = h
+        .wait_for(|e| matches!(e, AgentEvent::ThinkingLevelChanged { .. }))
+        .await;
+    assert_eq!(
+        ev.last(),
+        Some(&AgentEvent::ThinkingLevelChanged {
+            level: ThinkingLevel::Low
+        })
+    );
+    // A model without reasoning turns thinking off, and says so.
+    let model = ModelInfo {
+        id: "plain".into(),
+        thinking_levels: vec![ThinkingLevel::Off],
+        ..ModelInfo::default()
+    };
+    handle.set_model(model, h.provider.clone()).await.unwrap();
+    assert_eq!(handle.snapshot().thinking_level, ThinkingLevel::Off);
+    let ev = h
+        .wait_for(|e| matches!(e, AgentEvent::ThinkingLevelChanged { .. }))
+        .await;
+    assert!(matches!(
+        ev.last(),
+        Some(AgentEvent::ThinkingLevelChanged {
+            level: ThinkingLevel::Off
+        })
+    ));
+}

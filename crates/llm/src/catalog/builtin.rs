@@ -2,14 +2,17 @@
 //!
 //! This module owns the data only: the OpenAI and Anthropic models keel
 //! knows, with their limits, thinking levels and list prices (US dollars
-//! per million tokens: input, output, cache read, cache write), and the
-//! defaults of local servers (id `*`: any model of that provider). Prices
+//! per million tokens: input, output, cache read, cache write), the
+//! defaults of local servers (id `*`: any model of that provider), and the
+//! in-process models of the `local` provider (zero price). Prices
 //! and limits are the vendors' published figures as of late 2025; users
 //! correct or extend them with `[[models]]` in `config.toml`.
 
 use keel_protocol::ThinkingLevel::{self, High, Low, Medium, Minimal, Off, Xhigh};
 
-use crate::provider::Dialect::{self, AnthropicMessages, OpenAiCompletions, OpenAiResponses};
+use crate::provider::Dialect::{
+    self, AnthropicMessages, Local, OpenAiCompletions, OpenAiResponses,
+};
 
 /// One row of the table.
 pub(super) struct Row {
@@ -90,6 +93,23 @@ const fn local(provider: &'static str, name: &'static str) -> Row {
         api: OpenAiCompletions,
         context_window: 32_768,
         max_output_tokens: 8_192,
+        images: false,
+        levels: NO_REASONING,
+        cost: [0.0; 4],
+    }
+}
+
+/// A GGUF model run in-process (provider `local`, [`crate::local`]): the
+/// context keel allocates by default, no price.
+const fn in_process(id: &'static str, name: &'static str) -> Row {
+    Row {
+        provider: "local",
+        id,
+        name,
+        aliases: &[],
+        api: Local,
+        context_window: crate::local::DEFAULT_CONTEXT_SIZE as u64,
+        max_output_tokens: crate::local::DEFAULT_MAX_OUTPUT_TOKENS as u64,
         images: false,
         levels: NO_REASONING,
         cost: [0.0; 4],
@@ -296,4 +316,13 @@ pub(super) const ROWS: &[Row] = &[
     local("vllm", "vLLM model"),
     local("lmstudio", "LM Studio model"),
     local("llamacpp", "llama.cpp model"),
+    in_process(
+        "qwen2.5-coder-1.5b-instruct",
+        "Qwen2.5-Coder 1.5B Instruct (Q4_K_M, in-process)",
+    ),
+    in_process(
+        "qwen2.5-coder-0.5b-instruct",
+        "Qwen2.5-Coder 0.5B Instruct (Q4_K_M, in-process)",
+    ),
+    in_process("*", "Local GGUF model (in-process)"),
 ];

@@ -43,6 +43,14 @@ impl Server {
             Command::SetHostUriSchemes(args) => self.set_host_uri_schemes(args).into(),
             Command::WorkflowGateResponse(args) => self.workflow_gate_response(args).await.into(),
             Command::SetModel(args) => self.set_model(&args.provider, &args.model_id).await.into(),
+            Command::SetAutoRetry(args) => {
+                self.handle().set_auto_retry(args.enabled);
+                Answer::Data(None)
+            }
+            Command::AbortRetry => {
+                self.handle().abort_retry();
+                Answer::Data(None)
+            }
             Command::CycleModel => self.cycle_model().await.into(),
             Command::GetAvailableModels => self.get_available_models().into(),
             Command::SetThinkingLevel(args) => self.set_thinking_level(args.level).await.into(),
@@ -74,6 +82,15 @@ impl Server {
                     }
                     Err(e) => Answer::Failed(e),
                 }
+            }
+            Command::ApprovalResponse(args) => self.approval_response(args).await.into(),
+            Command::GetPendingApprovals(args) => self.get_pending_approvals(&args).await.into(),
+            Command::GetApprovalMode => self.get_approval_mode().await.into(),
+            Command::SetApprovalMode(args) => self.set_approval_mode(args.mode).await.into(),
+            Command::ListApprovalRules => self.list_approval_rules().await.into(),
+            Command::AddApprovalRule(args) => self.add_approval_rule(args).await.into(),
+            Command::RemoveApprovalRule(args) => {
+                self.remove_approval_rule(&args.rule_id).await.into()
             }
             Command::NotSupported => Answer::Failed(wire_errors::not_supported(name)),
         }

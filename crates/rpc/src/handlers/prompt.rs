@@ -74,7 +74,7 @@ impl Server {
             images: args.images,
         };
         match self.handle().enqueue_or_start(input, kind).await {
-            Ok(Delivery::Started | Delivery::Queued) => {}
+            Ok(Delivery::Started | Delivery::Queued | Delivery::Declined) => {}
             Err(e) => {
                 self.out
                     .respond_err(id, name, &wire_errors::from_core(&e))

@@ -3,8 +3,11 @@
 //! `cycle_model`, `get_available_models`.
 //!
 //! Settings change this process's session only; nothing is written to the
-//! user's configuration. Owns the wire shape of a model.
+//! user's configuration. Owns the wire shape of a model (from the model
+//! catalogue, through [`ModelChoice`]). Thinking levels are clamped to what
+//! the model supports; the responses say which level is in effect.
 
+use keel_llm::catalog::FALLBACK_MAX_OUTPUT_TOKENS;
 use keel_protocol::{Op, ThinkingLevel};
 use serde_json::{Value, json};
 
@@ -12,17 +15,28 @@ use crate::factory::ModelChoice;
 use crate::server::Server;
 use crate::wire_errors::{self, WireError};
 
-/// A model as hosts see it (pi's `Model` fields that keel knows).
+/// A model as hosts see it: pi's `Model` fields, from the catalogue entry
+/// (`maxTokens` falls back to the catalogue's conservative default when the
+/// model is unknown), plus keel's `thinkingLevels`.
 pub(crate) fn model_wire(m: &ModelChoice) -> Value {
     let p = &m.info.pricing;
-    let mut v = json!({
+    let mut input = vec!["text"];
+    if m.info.images {
+        input.push("image");
+    }
+    let name = if m.info.name.is_empty() {
+        &m.info.id
+    } else {
+        &m.info.name
+    };
+    json!({
         "id": m.info.id,
-        "name": m.info.id,
+        "name": name,
         "api": m.info.api,
         "provider": m.info.provider,
         "baseUrl": m.base_url,
-        "reasoning": true,
-        "input": ["text", "image"],
+        "reasoning": m.info.reasoning(),
+        "input": input,
         "cost": {
             "input": p.input,
             "output": p.output,
@@ -30,11 +44,18 @@ pub(crate) fn model_wire(m: &ModelChoice) -> Value {
             "cacheWrite": p.cache_write,
         },
         "contextWindow": m.info.context_window,
-    });
-    if let Some(max) = m.info.max_output_tokens {
-        v["maxTokens"] = json!(max);
+        "maxTokens": m.info.max_output_tokens.unwrap_or(FALLBACK_MAX_OUTPUT_TOKENS),
+        "thinkingLevels": supported_levels(&m.info),
+    })
+}
+
+/// The thinking levels a model accepts, lowest first.
+fn supported_levels(model: &keel_core::ModelInfo) -> Vec<ThinkingLevel> {
+    if model.thinking_levels.is_empty() {
+        ThinkingLevel::ALL.to_vec()
+    } else {
+        model.thinking_levels.clone()
     }
-    v
 }
 
 impl Server {
@@ -47,21 +68,42 @@ impl Server {
         Ok(None)
     }
 
+    /// Sets the level closest to `level` that the model supports. Data:
+    /// `{"level"}` (the level in effect), with `requested` and `warning`
+    /// when it differs from the one asked for.
     pub(super) async fn set_thinking_level(
         &self,
         level: ThinkingLevel,
     ) -> Result<Option<Value>, WireError> {
-        self.apply(Op::SetThinkingLevel { level }).await
+        let warning = self
+            .model
+            .as_ref()
+            .and_then(|m| m.info.effective_thinking(level).1);
+        self.apply(Op::SetThinkingLevel { level }).await?;
+        let effective = self.handle().snapshot().thinking_level;
+        let mut data = json!({"level": effective});
+        if let Some(warning) = warning {
+            data["requested"] = json!(level);
+            data["warning"] = json!(warning);
+        }
+        Ok(Some(data))
     }
 
+    /// The next level the model supports, wrapping around; `null` without a
+    /// model or when the model does not reason.
     pub(super) async fn cycle_thinking_level(&self) -> Result<Option<Value>, WireError> {
-        if self.model.is_none() {
+        let Some(model) = &self.model else {
+            return Ok(Some(Value::Null));
+        };
+        let levels = supported_levels(&model.info);
+        if !model.info.reasoning() || levels.len() < 2 {
             return Ok(Some(Value::Null));
         }
         let current = self.handle().snapshot().thinking_level;
-        let all = ThinkingLevel::ALL;
-        let i = all.iter().position(|l| *l == current).unwrap_or(0);
-        let next = all[(i + 1) % all.len()];
+        let next = levels
+            .iter()
+            .position(|l| *l == current)
+            .map_or(levels[0], |i| levels[(i + 1) % levels.len()]);
         self.apply(Op::SetThinkingLevel { level: next }).await?;
         Ok(Some(json!({"level": next})))
     }
@@ -96,7 +138,7 @@ impl Server {
     }
 
     pub(super) async fn cycle_model(&mut self) -> Result<Option<Value>, WireError> {
-        let models = self.factory.models();
+        let (models, scoped) = self.factory.cycle_models();
         if models.len() < 2 {
             return Ok(Some(Value::Null));
         }
@@ -110,7 +152,7 @@ impl Server {
         Ok(Some(json!({
             "model": model_wire(&next),
             "thinkingLevel": self.handle().snapshot().thinking_level,
-            "isScoped": false,
+            "isScoped": scoped,
         })))
     }
 

@@ -42,6 +42,8 @@ struct State {
     #[serde(skip_serializing_if = "Option::is_none")]
     session_name: Option<String>,
     auto_compaction_enabled: bool,
+    /// keel's addition: whether failed model calls are retried.
+    auto_retry_enabled: bool,
     message_count: usize,
     queued_message_count: usize,
     todo_phases: Vec<TodoPhase>,
@@ -125,6 +127,7 @@ impl Server {
             session_id: snap.session_id.clone(),
             session_name: snap.session_name.clone(),
             auto_compaction_enabled: false,
+            auto_retry_enabled: snap.auto_retry_enabled,
             message_count: snap.message_count,
             queued_message_count: snap.queued_message_count,
             todo_phases: snap.todos.clone(),

@@ -71,6 +71,23 @@ async fn the_default_mode_is_outside_and_modes_are_per_workspace() {
 }
 
 #[tokio::test]
+async fn a_mode_override_applies_to_this_engine_only_and_is_not_stored() {
+    let f = Fixture::new().await;
+    let engine = f.another().await;
+    engine.set_mode_override(Some(Mode::MoneyOnly));
+    assert_eq!(engine.mode_override(), Some(Mode::MoneyOnly));
+    assert_eq!(engine.effective_mode("/ws").await.unwrap(), Mode::MoneyOnly);
+    assert_eq!(engine.mode("/ws").await.unwrap(), Mode::Outside);
+    // A send runs under the override, but still asks on another engine.
+    assert!(is_auto(
+        &engine.gate_check(&bash("c1", "cargo publish")).await
+    ));
+    held_id(&f.engine.gate_check(&bash("c2", "cargo publish")).await);
+    engine.set_mode_override(None);
+    held_id(&engine.gate_check(&bash("c3", "cargo publish")).await);
+}
+
+#[tokio::test]
 async fn a_rule_lets_matching_commands_run_and_counts_matches() {
     let f = Fixture::new().await;
     let rule = f

@@ -1,11 +1,13 @@
-//! `keel app-server` end to end over stdio: the real binary against the
-//! mock model. [`AppServer`] drives one child: it reads stdout frames in
+//! `keel app-server` end to end over stdio (and, in [`network`], over
+//! WebSocket and unix sockets): the real binary against the mock model. [`AppServer`] drives one child: it reads stdout frames in
 //! order, validates each against the Codex JSON Schema ([`schema`]), keeps
 //! them, and waits for responses and notifications, every wait bounded by
 //! [`WAIT`].
 
 mod fs_command;
 mod handshake;
+mod net;
+mod network;
 mod schema;
 mod turns;
 

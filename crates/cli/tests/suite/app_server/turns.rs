@@ -105,7 +105,12 @@ async fn a_text_turn_streams_an_agent_message() {
 async fn an_accepted_command_runs_and_is_reported_as_an_item() {
     let env = Env::new().await;
     env.mock.push_all([
-        MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+        // `echo hi` alone only reads and would not ask; writing a file does.
+        MockResponse::tool_calls(vec![tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo hi | tee hi.txt"}),
+        )]),
         MockResponse::text("It said hi."),
     ]);
     let mut s = env.initialized(false).await;
@@ -118,7 +123,7 @@ async fn an_accepted_command_runs_and_is_reported_as_an_item() {
         .pop()
         .expect("an approval request");
     assert_eq!(request["params"]["itemId"], "c1");
-    assert_eq!(request["params"]["command"], "echo hi");
+    assert_eq!(request["params"]["command"], "echo hi | tee hi.txt");
     let item = completed_item(&s, "commandExecution");
     assert_eq!(item["status"], "completed");
     assert_eq!(item["exitCode"], 0);
@@ -201,7 +206,8 @@ async fn cancel_declines_and_interrupts_the_turn() {
         MockResponse::tool_calls(vec![tool_call(
             "c1",
             "bash",
-            json!({"command": "touch nope"}),
+            // A local change does not ask under on-request; reaching out does.
+            json!({"command": "touch nope && keel-test-unknown-program"}),
         )]),
         MockResponse::text("never asked"),
     ]);
@@ -302,6 +308,12 @@ async fn a_turn_start_during_a_turn_steers_it() {
 #[tokio::test]
 async fn model_failures_end_the_turn_failed_with_error_info() {
     let env = Env::new().await;
+    // Without retries (see `retries_are_reported_with_will_retry`).
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[retry]\nenabled = false\n",
+    )
+    .unwrap();
     env.mock.push_all([
         MockResponse::error(500, json!({"error": {"message": "boom"}})),
         MockResponse::error(429, json!({"error": {"message": "slow down"}})),

@@ -121,6 +121,9 @@ async fn model_errors_end_the_run_once() {
         json!({"error": {"message": "mock internal error"}}),
     ));
     let mut rpc = env.rpc(&[]).await;
+    // A 500 is retried by default; here it must end the run at once.
+    rpc.ok(json!({"type": "set_auto_retry", "enabled": false}))
+        .await;
     let end = rpc.prompt_and_wait("fail please").await;
     let last = end["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["stopReason"], "error");

@@ -7,8 +7,10 @@ use super::{Rpc, event};
 use crate::suite::Env;
 
 fn echo_tool() -> Value {
+    // Declared read, so its calls run without asking (an undeclared host
+    // tool is `send` and waits for approval; see tests/suite/approvals).
     json!({"type": "set_host_tools", "tools": [{
-        "name": "echo_host", "label": "Echo Host",
+        "name": "echo_host", "label": "Echo Host", "approvalClass": "read",
         "description": "Echo a value from the embedding host",
         "parameters": {"type": "object", "properties": {"message": {"type": "string"}},
             "required": ["message"], "additionalProperties": false}}]})

@@ -72,6 +72,8 @@ pub fn event(frame: &Value) -> Option<&Value> {
         "host_uri_cancel",
         "extension_ui_request",
         "workflow_gate",
+        "approval_request",
+        "approval_resolved",
     ];
     (!flat_non_events.contains(&t)).then_some(frame)
 }

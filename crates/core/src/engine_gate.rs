@@ -1,0 +1,332 @@
+//! The approvals engine behind the loop's gate.
+//!
+//! Owns [`EngineGate`], the [`ApprovalGate`] keel's front ends give their
+//! sessions: it maps a tool call onto the engine's [`CallContext`] (built-in
+//! tools by name; host tools with the class their definition declares),
+//! maps the engine's outcomes onto [`GateDecision`]s, and leaves every
+//! announcement to an [`ApprovalFrontend`] (RPC mode writes frames, `keel
+//! exec` asks on the terminal or prints how to decide). It fails closed: an
+//! engine that could not be opened, or any engine error, denies the call
+//! with a message that says why. The stored row is the only record; this
+//! type keeps no state beyond the front end it reports to. It must not know
+//! about any wire format or terminal.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use keel_approvals::{
+    ApprovalEngine, CallContext, Class, Delivery, GateOutcome, PendingRequest, RequestFilter,
+    Resolution, Status, ToolOrigin, messages,
+};
+
+use crate::deps::{ApprovalGate, GateDecision, ToolCallInfo};
+
+/// Longest result text kept on an approval row.
+const OUTCOME_CHARS: usize = 4000;
+
+/// Who reads the notes about drafts at the start of a run.
+pub const DRAFT_NOTE_PREFIX: &str = "[approvals update]";
+
+/// What a front end does for the gate: show held calls to a person, and
+/// tell the gate what only the front end knows.
+#[async_trait::async_trait]
+pub trait ApprovalFrontend: Send + Sync {
+    /// A held call is stored and is about to be waited on (delivery
+    /// `wait`), or was parked as a draft (delivery `draft`). Announce it.
+    async fn requested(&self, request: &PendingRequest);
+
+    /// A waited-on request ended (decided, expired, cancelled).
+    async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
+        let _ = (request, resolution);
+    }
+
+    /// A refusal that comes before the approvals (an unattended
+    /// declaration): the call does not run and the model reads the text.
+    fn refuse(&self, call: &ToolCallInfo) -> Option<String> {
+        let _ = call;
+        None
+    }
+
+    /// No person is there to answer: held calls become drafts.
+    fn unattended(&self) -> bool {
+        false
+    }
+
+    /// `Some(class)` when `tool` is a host tool (with its declared class,
+    /// `None` when it declares none); `None` for keel's own tools.
+    fn host_class(&self, tool: &str) -> Option<Option<Class>> {
+        let _ = tool;
+        None
+    }
+}
+
+/// A front end that only logs (until a real one is installed).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogFrontend;
+
+#[async_trait::async_trait]
+impl ApprovalFrontend for LogFrontend {
+    async fn requested(&self, request: &PendingRequest) {
+        tracing::info!(id = %request.id, title = %request.title, "tool call held for approval");
+    }
+}
+
+/// The key rules and modes of a workspace are stored under: its canonical
+/// path (the path as given when it cannot be resolved).
+pub fn workspace_key(cwd: &Path) -> String {
+    std::fs::canonicalize(cwd)
+        .unwrap_or_else(|_| cwd.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The gate of keel's sessions, over the approvals engine. One per process
+/// and workspace; every session of the process may share it.
+pub struct EngineGate {
+    engine: Result<ApprovalEngine, String>,
+    workspace: String,
+    frontend: RwLock<Arc<dyn ApprovalFrontend>>,
+}
+
+impl std::fmt::Debug for EngineGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineGate")
+            .field("workspace", &self.workspace)
+            .field("available", &self.engine.is_ok())
+            .finish()
+    }
+}
+
+impl EngineGate {
+    /// A gate over `engine` for calls in `workspace` (a [`workspace_key`]).
+    pub fn new(engine: ApprovalEngine, workspace: impl Into<String>) -> Self {
+        Self {
+            engine: Ok(engine),
+            workspace: workspace.into(),
+            frontend: RwLock::new(Arc::new(LogFrontend)),
+        }
+    }
+
+    /// A gate without an engine: every call is denied with `reason`.
+    pub fn unavailable(reason: impl Into<String>, workspace: impl Into<String>) -> Self {
+        Self {
+            engine: Err(reason.into()),
+            workspace: workspace.into(),
+            frontend: RwLock::new(Arc::new(LogFrontend)),
+        }
+    }
+
+    /// Opens the engine on the SQLite database at `db`. When that fails the
+    /// gate still exists and denies every call, saying why.
+    pub async fn open(db: &Path, workspace: impl Into<String>) -> Self {
+        match ApprovalEngine::open_sqlite(db).await {
+            Ok(engine) => Self::new(engine, workspace),
+            Err(e) => {
+                let reason = format!("cannot open the approvals database {}: {e}", db.display());
+                tracing::error!("{reason}; every tool call will be denied");
+                Self::unavailable(reason, workspace)
+            }
+        }
+    }
+
+    /// The engine, or why there is none.
+    pub fn engine(&self) -> Result<&ApprovalEngine, &str> {
+        self.engine.as_ref().map_err(String::as_str)
+    }
+
+    /// The workspace key calls are judged under.
+    pub fn workspace(&self) -> &str {
+        &self.workspace
+    }
+
+    /// Installs the front end that announces held calls.
+    pub fn set_frontend(&self, frontend: Arc<dyn ApprovalFrontend>) {
+        *self.frontend.write().unwrap_or_else(|e| e.into_inner()) = frontend;
+    }
+
+    fn frontend(&self) -> Arc<dyn ApprovalFrontend> {
+        self.frontend
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn context(&self, call: &ToolCallInfo, frontend: &dyn ApprovalFrontend) -> CallContext {
+        CallContext {
+            workspace: self.workspace.clone(),
+            cwd: call.cwd.clone(),
+            session_id: call.session_id.clone(),
+            call_id: call.call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            args: call.args.clone(),
+            origin: match frontend.host_class(&call.tool_name) {
+                Some(class) => ToolOrigin::Host { class },
+                None => ToolOrigin::Builtin,
+            },
+            unattended: frontend.unattended(),
+        }
+    }
+
+    /// The engine's verdict as the loop's decision (`Held` stays `Held`;
+    /// a draft is announced here, since nothing waits on it).
+    async fn decision(
+        &self,
+        outcome: GateOutcome,
+        frontend: &dyn ApprovalFrontend,
+    ) -> GateDecision {
+        match outcome {
+            GateOutcome::Allow {
+                request_id: Some(approval_id),
+                ..
+            } => GateDecision::Approved { approval_id },
+            GateOutcome::Allow {
+                request_id: None, ..
+            } => GateDecision::Allow,
+            GateOutcome::Held { request } => GateDecision::Held {
+                approval_id: request.id,
+            },
+            GateOutcome::Drafted { request, message } => {
+                frontend.requested(&request).await;
+                GateDecision::deny(message)
+            }
+            GateOutcome::Deny {
+                message, stop_turn, ..
+            } => GateDecision::Deny { message, stop_turn },
+        }
+    }
+}
+
+fn failed(error: impl std::fmt::Display) -> GateDecision {
+    GateDecision::deny(messages::check_failed(&error.to_string()))
+}
+
+fn cut(text: &str) -> String {
+    if text.chars().count() <= OUTCOME_CHARS {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(OUTCOME_CHARS - 1).collect();
+    out.push('…');
+    out
+}
+
+#[async_trait::async_trait]
+impl ApprovalGate for EngineGate {
+    async fn check(&self, call: &ToolCallInfo) -> GateDecision {
+        let frontend = self.frontend();
+        if let Some(message) = frontend.refuse(call) {
+            return GateDecision::deny(message);
+        }
+        let engine = match &self.engine {
+            Ok(engine) => engine,
+            Err(reason) => return failed(reason),
+        };
+        let outcome = engine
+            .gate_check(&self.context(call, frontend.as_ref()))
+            .await;
+        self.decision(outcome, frontend.as_ref()).await
+    }
+
+    async fn wait(&self, _call: &ToolCallInfo, approval_id: &str) -> GateDecision {
+        let frontend = self.frontend();
+        let engine = match &self.engine {
+            Ok(engine) => engine,
+            Err(reason) => return failed(reason),
+        };
+        let request = match engine.request(approval_id).await {
+            Ok(row) => PendingRequest::from_record(&row),
+            Err(e) => return failed(e),
+        };
+        // Stored first (by `check`), announced now, then waited on.
+        frontend.requested(&request).await;
+        // The wait ends on a decision or expiry; a cancelled run drops this
+        // future (an abort has the loop call `abort` first).
+        let never = tokio_util::sync::CancellationToken::new();
+        let resolution = match engine.wait(approval_id, &never).await {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        frontend.resolved(&request, &resolution).await;
+        let outcome = engine.settle(resolution).await;
+        match self.decision(outcome, frontend.as_ref()).await {
+            GateDecision::Held { approval_id } => failed(format!(
+                "request {approval_id} is still pending after its wait ended"
+            )),
+            other => other,
+        }
+    }
+
+    async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
+        if let Ok(engine) = &self.engine
+            && let Err(e) = engine
+                .finish(approval_id, Some(cut(outcome)), is_error)
+                .await
+        {
+            tracing::error!(error = %e, approval_id, "recording an approved call's outcome failed");
+        }
+    }
+
+    async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {
+        let Ok(engine) = &self.engine else { return 0 };
+        match engine.decline_waiting(session_id, message, "user").await {
+            Ok(ids) => ids.len(),
+            Err(e) => {
+                tracing::error!(error = %e, "declining the waiting calls failed");
+                0
+            }
+        }
+    }
+
+    async fn abort(&self, session_id: &str) {
+        let Ok(engine) = &self.engine else { return };
+        let rows = match engine
+            .requests(RequestFilter {
+                session_id: Some(session_id.to_owned()),
+                status: Some(Status::Pending),
+                delivery: Some(Delivery::Wait),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!(error = %e, "listing the calls an aborted run waited on failed");
+                return;
+            }
+        };
+        let frontend = self.frontend();
+        for row in rows {
+            match engine.cancel(&row.id, "abort").await {
+                Ok(true) => {
+                    let resolution = Resolution::Cancelled {
+                        request_id: row.id.clone(),
+                    };
+                    // Nothing waits on it any more: hand the outcome over.
+                    let _ = engine.settle(resolution.clone()).await;
+                    frontend
+                        .resolved(&PendingRequest::from_record(&row), &resolution)
+                        .await;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed")
+                }
+            }
+        }
+    }
+
+    async fn take_notes(&self, session_id: &str) -> Vec<String> {
+        let Ok(engine) = &self.engine else {
+            return Vec::new();
+        };
+        match engine.take_draft_outcomes(session_id).await {
+            Ok(outcomes) => outcomes
+                .into_iter()
+                .map(|o| format!("{DRAFT_NOTE_PREFIX} {}", o.message))
+                .collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "reading the outcomes of drafts failed");
+                Vec::new()
+            }
+        }
+    }
+}

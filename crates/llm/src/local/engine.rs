@@ -1,0 +1,550 @@
+//! The llama.cpp thread behind a [`super::LocalProvider`].
+//!
+//! One [`Engine`] owns one model file on one dedicated OS thread (never an
+//! async worker): it loads the model when the first [`Job`] arrives, keeps
+//! one context (and so one KV cache) for its lifetime, and runs jobs one
+//! at a time. For each job it renders the prompt, reuses the longest
+//! common token prefix with what the cache already holds, evaluates the
+//! rest in batches, then samples tokens (through the tool grammar, when
+//! there are tools) and sends [`ModelEvent`]s on the job's channel. The
+//! first message of every job is either `Start` or the error that stopped
+//! it before generation. A failed load fails every later job with the same
+//! error. The thread ends when the last [`Engine`] handle is dropped.
+
+use std::num::NonZeroU32;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::sync::mpsc as std_mpsc;
+use std::time::Instant;
+
+use keel_protocol::{StopReason, Usage};
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::LocalSpec;
+use super::grammar::{GrammarMode, tool_grammar};
+use super::kv::PrefixCache;
+use super::parse::{OutputSplitter, Piece};
+use super::template::{ChatTemplate, template_messages};
+use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
+
+/// Prompt tokens evaluated per `decode` call: cancellation is checked
+/// between batches.
+const PROMPT_BATCH: usize = 128;
+
+/// One model call for the engine thread.
+pub(crate) struct Job {
+    pub request: ModelRequest,
+    pub events: mpsc::UnboundedSender<Result<ModelEvent>>,
+    pub cancel: CancellationToken,
+}
+
+/// A handle on the engine thread; the thread ends when the last handle is
+/// dropped.
+pub(crate) struct Engine {
+    jobs: std_mpsc::Sender<Job>,
+}
+
+impl Engine {
+    /// Starts the thread (the model is loaded by the first job).
+    pub fn spawn(spec: LocalSpec) -> Result<Engine> {
+        let (jobs, rx) = std_mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("keel-local-model".into())
+            .spawn(move || thread_main(spec, rx))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Other,
+                    format!("cannot start the model thread: {e}"),
+                )
+            })?;
+        Ok(Engine { jobs })
+    }
+
+    /// Queues `job`.
+    pub fn submit(&self, job: Job) -> Result<()> {
+        self.jobs
+            .send(job)
+            .map_err(|_| Error::new(ErrorKind::Other, "the local model thread has stopped"))
+    }
+}
+
+/// The process-wide llama.cpp backend (it may be initialised only once).
+fn backend() -> Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Other,
+                format!("cannot initialise llama.cpp: {e}"),
+            )
+        })
+}
+
+fn thread_main(spec: LocalSpec, rx: std_mpsc::Receiver<Job>) {
+    // Nothing is loaded until someone asks.
+    let Ok(first) = rx.recv() else { return };
+    let loaded = backend().and_then(|b| load(b, &spec).map(|(m, t)| (b, m, t)));
+    let (backend, model, template) = match loaded {
+        Ok(l) => l,
+        Err(e) => return fail_all(e, first, rx),
+    };
+    let n_threads = spec.effective_threads() as i32;
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(spec.context_size.max(256)))
+        .with_n_batch(512)
+        .with_n_threads(n_threads)
+        .with_n_threads_batch(n_threads);
+    let ctx = match model.new_context(backend, params) {
+        Ok(c) => c,
+        Err(e) => {
+            let err = Error::new(
+                ErrorKind::Other,
+                format!(
+                    "cannot allocate a {}-token context for {} ({e}): out of memory? lower [providers.local] context_size",
+                    spec.context_size,
+                    spec.model_path.display()
+                ),
+            );
+            return fail_all(err, first, rx);
+        }
+    };
+    let mut engine = Loaded {
+        spec: &spec,
+        model: &model,
+        template,
+        ctx,
+        cache: PrefixCache::default(),
+    };
+    let mut job = first;
+    loop {
+        engine.run(job);
+        match rx.recv() {
+            Ok(next) => job = next,
+            Err(_) => break,
+        }
+    }
+}
+
+fn fail_all(err: Error, first: Job, rx: std_mpsc::Receiver<Job>) {
+    tracing::error!(error = %err, "local model unavailable");
+    let _ = first.events.send(Err(err.clone()));
+    for job in rx {
+        let _ = job.events.send(Err(err.clone()));
+    }
+}
+
+/// Loads the model and its chat template, with clear errors for a missing
+/// or foreign file, a model without a chat template, and too little memory.
+fn load(backend: &LlamaBackend, spec: &LocalSpec) -> Result<(LlamaModel, ChatTemplate)> {
+    let path = spec.model_path.as_path();
+    check_gguf(path)?;
+    check_memory(path, spec.context_size)?;
+    let started = Instant::now();
+    let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).map_err(
+        |e| {
+            Error::new(
+                ErrorKind::Other,
+                format!(
+                    "llama.cpp could not load {} ({e}): the file may be damaged (run `keel models pull` again), of an unsupported architecture, or too big for the free memory",
+                    path.display()
+                ),
+            )
+        },
+    )?;
+    let source = model
+        .chat_template(None)
+        .ok()
+        .and_then(|t| t.to_string().ok())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format!(
+                    "{} is not a chat model: its GGUF has no chat template (tokenizer.chat_template); use an instruct/chat GGUF",
+                    path.display()
+                ),
+            )
+        })?;
+    let vocab = model.vocab();
+    let token_text =
+        |t: LlamaToken| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
+    let template = ChatTemplate::new(&source, token_text(vocab.bos()), token_text(vocab.eos()))
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::BadRequest,
+                format!("{}: cannot use its {e}", path.display()),
+            )
+        })?;
+    tracing::info!(
+        model = %path.display(),
+        secs = started.elapsed().as_secs_f64(),
+        params = model.n_params(),
+        train_ctx = model.n_ctx_train(),
+        "local model loaded"
+    );
+    Ok((model, template))
+}
+
+/// The file exists and starts with the GGUF magic.
+pub(crate) fn check_gguf(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let opened = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    match opened {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(missing_model(path)),
+        Err(e) => Err(Error::new(
+            ErrorKind::ModelNotFound,
+            format!("cannot read model file {}: {e}", path.display()),
+        )),
+        Ok(()) if &magic != b"GGUF" => Err(Error::new(
+            ErrorKind::BadRequest,
+            format!("{} is not a GGUF model file", path.display()),
+        )),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// The error for a model file that is not there.
+pub(crate) fn missing_model(path: &Path) -> Error {
+    Error::new(
+        ErrorKind::ModelNotFound,
+        format!(
+            "model file {} not found: run `keel models pull` (or set [providers.local] model_path / --model-path)",
+            path.display()
+        ),
+    )
+}
+
+/// Fails early when the model and its context clearly do not fit in the
+/// memory available now (Linux only; elsewhere nothing is checked).
+fn check_memory(path: &Path, context_size: u32) -> Result<()> {
+    let Some(available) = mem_available() else {
+        return Ok(());
+    };
+    let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    // Weights, plus a generous KV cache and compute buffer estimate.
+    let needed = file + u64::from(context_size) * 64 * 1024 + (256 << 20);
+    if needed > available {
+        return Err(Error::new(
+            ErrorKind::Other,
+            format!(
+                "out of memory: {} with a {context_size}-token context needs about {:.1} GiB, only {:.1} GiB is available",
+                path.display(),
+                needed as f64 / f64::from(1u32 << 30),
+                available as f64 / f64::from(1u32 << 30)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A loaded model with its context and what the KV cache holds.
+struct Loaded<'m> {
+    spec: &'m LocalSpec,
+    model: &'m LlamaModel,
+    template: ChatTemplate,
+    ctx: LlamaContext<'m>,
+    /// The tokens whose keys and values are in the cache, and their text.
+    cache: PrefixCache<LlamaToken>,
+}
+
+impl Loaded<'_> {
+    fn run(&mut self, job: Job) {
+        let Job {
+            request,
+            events,
+            cancel,
+        } = job;
+        if cancel.is_cancelled() || events.is_closed() {
+            let _ = events.send(Err(Error::cancelled()));
+            return;
+        }
+        if let Err(e) = self.generate(&request, &events, &cancel) {
+            if e.kind != ErrorKind::Cancelled {
+                tracing::warn!(error = %e, "local model call failed");
+            }
+            let _ = events.send(Err(e));
+        }
+    }
+
+    fn generate(
+        &mut self,
+        request: &ModelRequest,
+        events: &mpsc::UnboundedSender<Result<ModelEvent>>,
+        cancel: &CancellationToken,
+    ) -> Result<()> {
+        let messages = template_messages(&request.system_prompt, &request.messages);
+        let prompt = self
+            .template
+            .render(&messages, &request.tools, true)
+            .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
+        tracing::trace!(%prompt, "local model prompt");
+        // Keep what the cache already holds of this prompt; tokenize the rest.
+        let (mut reused, mut start) = self.cache.plan(prompt.as_bytes());
+        if !self.keep(reused) {
+            (reused, start) = (0, 0);
+        }
+        let suffix = &prompt.as_bytes()[start..];
+        let tokens = self.model.vocab().tokenize(suffix, false, true);
+        let prompt_tokens = reused + tokens.len();
+        let n_ctx = self.ctx.n_ctx() as usize;
+        if prompt_tokens + 16 > n_ctx {
+            return Err(Error::new(
+                ErrorKind::ContextWindowExceeded,
+                format!(
+                    "the prompt is {prompt_tokens} tokens but the local model's context is {n_ctx} (raise [providers.local] context_size)"
+                ),
+            ));
+        }
+        let grammar = match self.spec.grammar {
+            GrammarMode::Off => None,
+            mode => tool_grammar(&request.tools, mode),
+        };
+        let mut sampler = self.sampler(grammar.as_deref())?;
+        let _ = events.send(Ok(ModelEvent::Start { response_id: None }));
+
+        // Prompt: keep the common prefix, evaluate the rest.
+        let started = Instant::now();
+        let pieces: Vec<Vec<u8>> = tokens
+            .iter()
+            .map(|t| self.model.vocab().token_to_piece(*t, true, None))
+            .collect();
+        self.eval(&tokens, cancel)?;
+        self.cache.push(&tokens, &pieces, suffix);
+        let prefill = started.elapsed();
+
+        // Generation.
+        let tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+        let mut splitter = OutputSplitter::new(&tool_names, self.spec.grammar == GrammarMode::Off);
+        let limit = request
+            .max_output_tokens
+            .map_or(super::DEFAULT_MAX_OUTPUT_TOKENS as usize, |n| n as usize)
+            .min(n_ctx.saturating_sub(self.cache.len()));
+        let vocab = self.model.vocab();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut generated = 0usize;
+        let mut stop = StopReason::Length;
+        let mut emitter = Emitter::new(events);
+        let gen_started = Instant::now();
+        while generated < limit {
+            if cancel.is_cancelled() || events.is_closed() {
+                return Err(Error::cancelled());
+            }
+            let token = sampler.sample(&self.ctx, -1);
+            if vocab.is_eog(token) {
+                stop = StopReason::Stop;
+                break;
+            }
+            generated += 1;
+            let piece = vocab.token_to_piece(token, true, None);
+            bytes.extend_from_slice(&piece);
+            let text = take_utf8(&mut bytes);
+            if !text.is_empty() {
+                for piece in splitter.push(&text) {
+                    emitter.piece(piece);
+                }
+            }
+            if generated < limit {
+                self.eval(&[token], cancel)?;
+                self.cache
+                    .push(&[token], std::slice::from_ref(&piece), &piece);
+            }
+        }
+        if !bytes.is_empty() {
+            for piece in splitter.push(&String::from_utf8_lossy(&bytes)) {
+                emitter.piece(piece);
+            }
+        }
+        for piece in splitter.finish() {
+            emitter.piece(piece);
+        }
+        let gen_time = gen_started.elapsed();
+        tracing::info!(
+            prompt_tokens,
+            reused,
+            prefill_secs = prefill.as_secs_f64(),
+            prefill_tok_s = rate(tokens.len(), prefill.as_secs_f64()),
+            generated,
+            gen_secs = gen_time.as_secs_f64(),
+            gen_tok_s = rate(generated, gen_time.as_secs_f64()),
+            grammar = grammar.is_some(),
+            "local model call"
+        );
+        if emitter.calls > 0 {
+            stop = StopReason::ToolUse;
+        }
+        let usage = Usage {
+            input: tokens.len() as u64,
+            output: generated as u64,
+            cache_read: reused as u64,
+            cache_write: 0,
+            total_tokens: (prompt_tokens + generated) as u64,
+            cost: Default::default(),
+        };
+        let _ = events.send(Ok(ModelEvent::Usage(usage)));
+        let _ = events.send(Ok(ModelEvent::Finish { stop_reason: stop }));
+        Ok(())
+    }
+
+    fn sampler(&self, grammar: Option<&str>) -> Result<LlamaSampler> {
+        let mut chain = Vec::new();
+        if let Some(g) = grammar {
+            chain.push(LlamaSampler::grammar(self.model, g, "root").map_err(|e| {
+                Error::new(
+                    ErrorKind::BadRequest,
+                    format!("cannot build the tool-call grammar ({e}); set [providers.local] grammar = \"off\" to go without"),
+                )
+            })?);
+        }
+        if self.spec.temperature > 0.0 {
+            chain.push(LlamaSampler::top_k(40));
+            chain.push(LlamaSampler::top_p(0.9, 1));
+            chain.push(LlamaSampler::temp(self.spec.temperature));
+            chain.push(LlamaSampler::dist(self.spec.seed));
+        } else {
+            chain.push(LlamaSampler::greedy());
+        }
+        Ok(LlamaSampler::chain_simple(chain))
+    }
+
+    /// Drops everything from the KV cache after its first `k` tokens
+    /// (also what an interrupted evaluation left there). `false` when the
+    /// model cannot cut its cache and all of it was dropped.
+    fn keep(&mut self, k: usize) -> bool {
+        let removed = self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(k as u32), None)
+            .unwrap_or(false);
+        if removed {
+            self.cache.truncate(k);
+        } else {
+            self.ctx.clear_kv_cache();
+            self.cache.clear();
+        }
+        removed || k == 0
+    }
+
+    /// Evaluates `tokens` after the cache, in batches; logits are kept for
+    /// the last one.
+    fn eval(&mut self, tokens: &[LlamaToken], cancel: &CancellationToken) -> Result<()> {
+        let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
+        let n = tokens.len();
+        let base = self.cache.len();
+        for (c, chunk) in tokens.chunks(PROMPT_BATCH).enumerate() {
+            if cancel.is_cancelled() {
+                return Err(Error::cancelled());
+            }
+            batch.clear();
+            for (i, token) in chunk.iter().enumerate() {
+                let at = c * PROMPT_BATCH + i;
+                let pos = (base + at) as i32;
+                let is_last = at + 1 == n;
+                batch
+                    .add(*token, pos, &[0], is_last)
+                    .map_err(|e| Error::new(ErrorKind::Other, format!("local model batch: {e}")))?;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| {
+                Error::new(
+                    ErrorKind::Other,
+                    format!("local model evaluation failed ({e}): out of memory or context full"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn rate(n: usize, secs: f64) -> f64 {
+    if secs > 0.0 { n as f64 / secs } else { 0.0 }
+}
+
+/// The longest valid UTF-8 prefix of `bytes`, removed from it (an
+/// incomplete character at the end waits for the next token; invalid
+/// bytes become U+FFFD).
+fn take_utf8(bytes: &mut Vec<u8>) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => {
+            let s = s.to_owned();
+            bytes.clear();
+            s
+        }
+        Err(e) if e.error_len().is_none() => {
+            let valid = e.valid_up_to();
+            let s = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+            bytes.drain(..valid);
+            s
+        }
+        Err(_) => {
+            let s = String::from_utf8_lossy(bytes).into_owned();
+            bytes.clear();
+            s
+        }
+    }
+}
+
+/// Sends pieces of output as model events.
+struct Emitter<'a> {
+    events: &'a mpsc::UnboundedSender<Result<ModelEvent>>,
+    calls: u32,
+}
+
+impl<'a> Emitter<'a> {
+    fn new(events: &'a mpsc::UnboundedSender<Result<ModelEvent>>) -> Self {
+        Emitter { events, calls: 0 }
+    }
+
+    fn piece(&mut self, piece: Piece) {
+        match piece {
+            Piece::Text(t) => {
+                let _ = self.events.send(Ok(ModelEvent::TextDelta(t)));
+            }
+            Piece::Call(call) => {
+                let index = self.calls;
+                self.calls += 1;
+                let _ = self.events.send(Ok(ModelEvent::ToolCallStart {
+                    index,
+                    id: call_id(),
+                    name: call.name,
+                }));
+                let _ = self.events.send(Ok(ModelEvent::ToolCallDelta {
+                    index,
+                    delta: call.arguments.to_string(),
+                }));
+            }
+        }
+    }
+}
+
+/// A process-unique tool call id.
+fn call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "call_{nanos:08x}{:04x}",
+        N.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
+}

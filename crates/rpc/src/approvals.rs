@@ -1,0 +1,532 @@
+//! Approvals in RPC mode, a keel extension of the protocol (`docs/rpc.md`,
+//! "Approvals (keel extension)").
+//!
+//! Owns [`RpcApprovals`], the RPC front end of the approvals engine: it
+//! writes `approval_request` once a held call is stored (about to be waited
+//! on, or parked as a draft in an unattended run) and `approval_resolved`
+//! when a wait ends; it tells the gate which tools are the host's (with the
+//! class their definition declares), that a negotiated unattended run
+//! drafts instead of waiting, and refuses first what an unattended
+//! declaration does not allow. It also owns the approval commands
+//! (`approval_response`, `get_pending_approvals`, `get_approval_mode`,
+//! `set_approval_mode`, `list_approval_rules`, `add_approval_rule`,
+//! `remove_approval_rule`) and sends approved drafts. It decides nothing
+//! itself: the engine does, and its rows are the only record.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use keel_core::keel_approvals::{
+    self as engine, AlwaysOffer, ApprovalEngine, ApprovalRecord, Class, Decision, Delivery,
+    Lifetime, Mode, NewRule, PendingRequest, Resolution, Rule, Status,
+};
+use keel_core::{ApprovalFrontend, EngineGate, LogFrontend, ToolCallInfo};
+use keel_tools::{ToolContext, noop_updates};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::command::{
+    AddApprovalRuleArgs, ApprovalDecisionKind, ApprovalResponseArgs, HostToolDef,
+    PendingApprovalsArgs, RuleLifetime,
+};
+use crate::frames::Out;
+use crate::host_uris::HostUris;
+use crate::server::Server;
+use crate::unattended::Unattended;
+use crate::wire_errors::{self, WireError};
+
+/// Who RPC-mode decisions are recorded as.
+const DECIDER: &str = "rpc";
+
+/// The RPC front end of the approvals engine.
+pub(crate) struct RpcApprovals {
+    gate: Arc<EngineGate>,
+    out: Out,
+    unattended: Arc<Unattended>,
+    host_uris: Arc<HostUris>,
+    /// The host's tools and their declared classes.
+    host_classes: Mutex<HashMap<String, Option<Class>>>,
+}
+
+impl RpcApprovals {
+    /// Creates the front end and installs it on `gate`.
+    pub fn install(
+        gate: Arc<EngineGate>,
+        out: Out,
+        unattended: Arc<Unattended>,
+        host_uris: Arc<HostUris>,
+    ) -> Arc<Self> {
+        let this = Arc::new(Self {
+            gate,
+            out,
+            unattended,
+            host_uris,
+            host_classes: Mutex::default(),
+        });
+        this.gate.set_frontend(this.clone());
+        this
+    }
+
+    /// Detaches from the gate (so nothing holds the output any more).
+    pub fn uninstall(&self) {
+        self.gate.set_frontend(Arc::new(LogFrontend));
+    }
+
+    fn classes(&self) -> MutexGuard<'_, HashMap<String, Option<Class>>> {
+        self.host_classes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the host's tools' classes (`set_host_tools`).
+    pub fn set_host_classes(&self, classes: HashMap<String, Option<Class>>) {
+        *self.classes() = classes;
+    }
+
+    fn engine(&self) -> Result<&ApprovalEngine, WireError> {
+        self.gate
+            .engine()
+            .map_err(|reason| WireError::Text(format!("Approvals are unavailable: {reason}")))
+    }
+}
+
+/// The classes `defs` declare (`approvalClass`, else MCP annotations).
+pub(crate) fn declared_classes(
+    defs: &[HostToolDef],
+) -> Result<HashMap<String, Option<Class>>, WireError> {
+    let mut out = HashMap::new();
+    for def in defs {
+        let class = match (&def.approval_class, &def.annotations) {
+            (Some(c), _) => Some(c.parse::<Class>().map_err(|_| {
+                wire_errors::host_tool_invalid(&format!(
+                    "{}: approvalClass must be read, write, send or money, not {c:?}",
+                    def.name.trim()
+                ))
+            })?),
+            (None, Some(a)) => Some(Class::from_mcp_hints(
+                a.read_only_hint,
+                a.destructive_hint,
+                a.open_world_hint,
+            )),
+            (None, None) => None,
+        };
+        out.insert(def.name.trim().to_owned(), class);
+    }
+    Ok(out)
+}
+
+/// `approval_request`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    #[serde(flatten)]
+    request: RequestView<'a>,
+}
+
+/// `approval_resolved`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResolvedFrame<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    request_id: &'a str,
+    tool_call_id: &'a str,
+    status: &'static str,
+    note: Option<String>,
+    by_message: bool,
+    stop_turn: bool,
+    decided_by: Option<String>,
+    rule_id: Option<String>,
+}
+
+/// A request as hosts see it (frames and `get_pending_approvals`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RequestView<'a> {
+    request_id: &'a str,
+    session_id: &'a str,
+    tool_call_id: &'a str,
+    tool_name: &'a str,
+    operation: Option<&'a str>,
+    title: &'a str,
+    class: Class,
+    class_label: &'a str,
+    reason: &'a str,
+    understood: bool,
+    arg_lines: &'a [String],
+    address: Option<&'a str>,
+    always: Option<&'a AlwaysOffer>,
+    delivery: Delivery,
+    status: Status,
+    workspace: &'a str,
+    created_at: String,
+    expires_at: String,
+}
+
+fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+pub(crate) fn view(r: &PendingRequest) -> RequestView<'_> {
+    RequestView {
+        request_id: &r.id,
+        session_id: &r.session_id,
+        tool_call_id: &r.call_id,
+        tool_name: &r.tool,
+        operation: r.operation.as_deref(),
+        title: &r.title,
+        class: r.class,
+        class_label: &r.class_label,
+        reason: &r.reason,
+        understood: r.understood,
+        arg_lines: &r.arg_lines,
+        address: r.address.as_deref(),
+        always: r.always.as_ref(),
+        delivery: r.delivery,
+        status: r.status,
+        workspace: &r.workspace,
+        created_at: iso(r.created_at),
+        expires_at: iso(r.expires_at),
+    }
+}
+
+/// A stored row after a decision, as hosts see it.
+fn record_json(r: &ApprovalRecord) -> Value {
+    json!({
+        "requestId": r.id,
+        "toolCallId": r.call_id,
+        "toolName": r.tool,
+        "status": r.status,
+        "delivery": r.delivery,
+        "decidedBy": r.decided_by,
+        "approvedBy": r.approved_by,
+        "note": r.note,
+        "ruleId": r.rule_id,
+        "decidedAt": r.decided_at.map(iso),
+    })
+}
+
+fn rule_json(r: &Rule) -> Value {
+    json!({
+        "ruleId": r.id,
+        "workspace": r.workspace,
+        "tool": r.tool,
+        "operation": r.operation,
+        "scope": r.scope,
+        "label": r.label,
+        "lifetime": match &r.lifetime {
+            Lifetime::Permanent => json!({"kind": "permanent"}),
+            Lifetime::Session { session_id } => json!({"kind": "session", "sessionId": session_id}),
+        },
+        "createdAt": iso(r.created_at),
+        "createdFrom": r.created_from,
+        "lastMatchedAt": r.last_matched_at.map(iso),
+        "matchCount": r.match_count,
+    })
+}
+
+fn engine_error(e: engine::Error) -> WireError {
+    WireError::Text(e.to_string())
+}
+
+#[async_trait::async_trait]
+impl ApprovalFrontend for RpcApprovals {
+    async fn requested(&self, request: &PendingRequest) {
+        self.out
+            .send(&RequestFrame {
+                kind: "approval_request",
+                id: &request.id,
+                request: view(request),
+            })
+            .await;
+    }
+
+    async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
+        let row = match self.engine() {
+            Ok(engine) => engine.request(&request.id).await.ok(),
+            Err(_) => None,
+        };
+        let (status, note, stop_turn) = match resolution {
+            Resolution::Approved { .. } => ("approved", None, false),
+            Resolution::Declined {
+                note, stop_turn, ..
+            } => ("declined", note.clone(), *stop_turn),
+            Resolution::Expired { .. } => ("expired", None, false),
+            Resolution::Cancelled { .. } => ("cancelled", None, true),
+        };
+        let by_message = matches!(
+            resolution,
+            Resolution::Declined {
+                by_message: true,
+                ..
+            }
+        );
+        self.out
+            .send(&ResolvedFrame {
+                kind: "approval_resolved",
+                id: &request.id,
+                request_id: &request.id,
+                tool_call_id: &request.call_id,
+                status,
+                note,
+                by_message,
+                stop_turn,
+                decided_by: row.as_ref().and_then(|r| r.decided_by.clone()),
+                rule_id: row.as_ref().and_then(|r| r.rule_id.clone()),
+            })
+            .await;
+    }
+
+    fn refuse(&self, call: &ToolCallInfo) -> Option<String> {
+        let uris = self.host_uris.clone();
+        let host_scheme =
+            move |s: &str| keel_tools::host::HostUriResolver::scheme(uris.as_ref(), s).is_some();
+        self.unattended
+            .refuse_action(&call.tool_name, &call.args, &host_scheme)
+    }
+
+    fn unattended(&self) -> bool {
+        self.unattended.active()
+    }
+
+    fn host_class(&self, tool: &str) -> Option<Option<Class>> {
+        if tool == crate::gates::tool::NAME {
+            // `ask_host` only asks the host a question.
+            return Some(Some(Class::Read));
+        }
+        self.classes().get(tool).copied()
+    }
+}
+
+impl Server {
+    fn approvals(&self) -> Result<Arc<RpcApprovals>, WireError> {
+        self.brokers
+            .approvals
+            .clone()
+            .ok_or_else(|| WireError::Text("Approvals are not enabled in this process".to_owned()))
+    }
+
+    pub(crate) async fn approval_response(
+        &mut self,
+        args: ApprovalResponseArgs,
+    ) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let row = engine
+            .request(&args.request_id)
+            .await
+            .map_err(engine_error)?;
+        let decision = match args.decision {
+            ApprovalDecisionKind::Approve => Decision::Approve,
+            ApprovalDecisionKind::ApproveAlways => Decision::ApproveAlways {
+                scope: args.scope,
+                lifetime: match args.lifetime.unwrap_or_default() {
+                    RuleLifetime::Permanent => Lifetime::Permanent,
+                    RuleLifetime::Session => Lifetime::Session {
+                        session_id: row.session_id.clone(),
+                    },
+                },
+            },
+            ApprovalDecisionKind::Decline => Decision::Decline {
+                note: args.note.filter(|n| !n.trim().is_empty()),
+                stop_turn: args.stop_turn,
+            },
+        };
+        let decided = engine
+            .decide(
+                &args.request_id,
+                decision,
+                DECIDER,
+                args.idempotency_key.as_deref(),
+            )
+            .await
+            .map_err(engine_error)?;
+        let mut data = record_json(&decided);
+        if decided.delivery == Delivery::Draft && decided.status == Status::Approved {
+            // Sending a draft runs it now; the agent hears the outcome on
+            // its next turn in that session.
+            data["sending"] = json!(self.send_draft(engine.clone(), &decided.id));
+        }
+        Ok(Some(data))
+    }
+
+    /// Claims an approved draft and runs it in the background with the
+    /// session's tools. False when it cannot be claimed.
+    fn send_draft(&self, engine: ApprovalEngine, id: &str) -> bool {
+        let tools = self.handle().tools();
+        let (fs, process) = self.handle().backends();
+        let snapshot = self.handle().snapshot();
+        let scratch = self.handle().scratch_dir();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let row = match engine.claim_draft(&id).await {
+                Ok(row) => row,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot send the draft");
+                    return;
+                }
+            };
+            let (text, is_error) = match tools.iter().find(|t| t.name() == row.tool) {
+                None => (format!("Tool {} not found", row.tool), true),
+                Some(tool) => {
+                    let ctx = ToolContext {
+                        call_id: row.call_id.clone(),
+                        cwd: snapshot.cwd.clone(),
+                        fs,
+                        process,
+                        cancel: tokio_util::sync::CancellationToken::new(),
+                        updates: noop_updates(),
+                        scratch_dir: scratch,
+                    };
+                    match tool.execute(&ctx, row.args.clone()).await {
+                        Ok(out) => (out.text(), out.is_error),
+                        Err(e) => (e.to_string(), true),
+                    }
+                }
+            };
+            if let Err(e) = engine.finish(&id, Some(text), is_error).await {
+                tracing::error!(error = %e, "recording a sent draft's outcome failed");
+            }
+        });
+        true
+    }
+
+    pub(crate) async fn get_pending_approvals(
+        &self,
+        args: &PendingApprovalsArgs,
+    ) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let workspace = (!args.all).then(|| approvals.gate.workspace());
+        let pending = engine.pending(workspace).await.map_err(engine_error)?;
+        let list: Vec<RequestView<'_>> = pending.iter().map(view).collect();
+        Ok(Some(json!({ "approvals": list })))
+    }
+
+    pub(crate) async fn get_approval_mode(&self) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let workspace = approvals.gate.workspace();
+        let stored = engine
+            .store()
+            .get_mode(workspace)
+            .await
+            .map_err(engine_error)?;
+        let (mode, source) = match (engine.mode_override(), stored) {
+            (Some(m), _) => (m, "flag"),
+            (None, Some(m)) => (m, "stored"),
+            (None, None) => (Mode::default(), "default"),
+        };
+        Ok(Some(mode_json(mode, source, workspace)))
+    }
+
+    pub(crate) async fn set_approval_mode(&self, mode: Mode) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let workspace = approvals.gate.workspace();
+        engine
+            .set_mode(workspace, mode, DECIDER)
+            .await
+            .map_err(engine_error)?;
+        // The host's choice replaces `--approval-mode` for this process.
+        engine.set_mode_override(None);
+        Ok(Some(mode_json(mode, "stored", workspace)))
+    }
+
+    pub(crate) async fn list_approval_rules(&self) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let rules = engine
+            .rules(Some(approvals.gate.workspace()))
+            .await
+            .map_err(engine_error)?;
+        let list: Vec<Value> = rules.iter().map(rule_json).collect();
+        Ok(Some(json!({ "rules": list })))
+    }
+
+    pub(crate) async fn add_approval_rule(
+        &self,
+        args: AddApprovalRuleArgs,
+    ) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let rule = engine
+            .add_rule(NewRule {
+                workspace: approvals.gate.workspace().to_owned(),
+                tool: args.tool,
+                operation: args.operation,
+                scope: args.scope,
+                lifetime: match args.lifetime {
+                    RuleLifetime::Permanent => Lifetime::Permanent,
+                    RuleLifetime::Session => Lifetime::Session {
+                        session_id: self.handle().snapshot().session_id,
+                    },
+                },
+                label: args.label,
+                created_from: None,
+            })
+            .await
+            .map_err(engine_error)?;
+        Ok(Some(rule_json(&rule)))
+    }
+
+    pub(crate) async fn remove_approval_rule(
+        &self,
+        rule_id: &str,
+    ) -> Result<Option<Value>, WireError> {
+        let approvals = self.approvals()?;
+        let engine = approvals.engine()?;
+        let rule = engine
+            .remove_rule(rule_id, DECIDER)
+            .await
+            .map_err(engine_error)?;
+        Ok(Some(rule_json(&rule)))
+    }
+}
+
+fn mode_json(mode: Mode, source: &str, workspace: &str) -> Value {
+    json!({
+        "mode": mode,
+        "label": mode.label(),
+        "source": source,
+        "workspace": workspace,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(name: &str, class: Option<&str>, read_only: Option<bool>) -> HostToolDef {
+        HostToolDef {
+            name: name.into(),
+            label: None,
+            description: String::new(),
+            parameters: None,
+            approval_class: class.map(Into::into),
+            annotations: read_only.map(|r| crate::command::ToolAnnotations {
+                read_only_hint: Some(r),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn host_tools_declare_classes() {
+        let classes = declared_classes(&[
+            def("a", Some("money"), None),
+            def("b", None, Some(true)),
+            def("c", None, None),
+        ])
+        .unwrap();
+        assert_eq!(classes["a"], Some(Class::Money));
+        assert_eq!(classes["b"], Some(Class::Read));
+        assert_eq!(classes["c"], None);
+        let err = declared_classes(&[def("d", Some("cheap"), None)]).unwrap_err();
+        assert!(err.to_value().as_str().unwrap().contains("approvalClass"));
+    }
+}
