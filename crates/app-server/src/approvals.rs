@@ -17,12 +17,13 @@
 //! and `granular` → `everything` (also asks for file writes). Reads never
 //! ask.
 //!
-//! Calls are classed by the approvals engine's table and shell analysis
-//! ([`EngineRules`], the same as RPC mode and `keel exec`: `ls` or `git
-//! status` read, `touch` writes, `rm -rf` is money and asks like a send).
-//! Decisions still travel as server requests through the broker; the
-//! engine's durable rows, modes and always-allow rules are not used here
-//! yet.
+//! Calls are classed by [`BuiltinRules`] (every shell command sends).
+//! [`EngineRules`] classes them as RPC mode and `keel exec` do, with the
+//! approvals engine's table and shell analysis (`ls` or `echo` read, `touch`
+//! writes, `rm -rf` is money and asks like a send); a thread gate built
+//! with [`AppServerGate::with_rules`] uses it. Decisions travel as server
+//! requests through the broker either way; the engine's durable rows, modes
+//! and always-allow rules are not used here yet.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -52,7 +53,7 @@ pub enum ToolClass {
     Send,
 }
 
-/// Classifies tool calls. The default is [`EngineRules`].
+/// Classifies tool calls. The default is [`BuiltinRules`].
 pub trait ApprovalRules: Send + Sync {
     fn class(&self, call: &ToolCallInfo) -> ToolClass;
 }
@@ -118,10 +119,12 @@ pub struct AppServerGate {
 
 impl AppServerGate {
     pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self {
-            runtime,
-            rules: Arc::new(EngineRules),
-        }
+        Self::with_rules(runtime, Arc::new(BuiltinRules))
+    }
+
+    /// A gate that classes calls with `rules` (for example [`EngineRules`]).
+    pub fn with_rules(runtime: Weak<Runtime>, rules: Arc<dyn ApprovalRules>) -> Self {
+        Self { runtime, rules }
     }
 }
 

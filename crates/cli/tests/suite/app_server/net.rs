@@ -198,7 +198,10 @@ impl WsClient {
         match tokio::time::timeout(WAIT, self.ws.next()).await {
             Ok(Some(Ok(m))) => Some(m),
             Ok(Some(Err(_)) | None) => None,
-            Err(_) => panic!("no websocket message within {WAIT:?}"),
+            Err(_) => panic!(
+                "no websocket message within {WAIT:?}; frames so far: {:#?}",
+                self.frames
+            ),
         }
     }
 

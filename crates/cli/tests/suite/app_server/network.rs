@@ -200,13 +200,13 @@ async fn approvals_reach_every_connection_and_the_first_answer_wins() {
         MockResponse::tool_calls(vec![tool_call(
             "c1",
             "bash",
-            json!({"command": "echo first"}),
+            json!({"command": "echo first | tee first.txt"}),
         )]),
         MockResponse::text("ran first"),
         MockResponse::tool_calls(vec![tool_call(
             "c2",
             "bash",
-            json!({"command": "echo second"}),
+            json!({"command": "echo second | tee second.txt"}),
         )]),
         MockResponse::text("ran second"),
     ]);
