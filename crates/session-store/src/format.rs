@@ -23,7 +23,12 @@
 //! {"type":"model_change","id":"5e6f7a8b","parentId":"1a2b3c4d","timestamp":"…","provider":"openai","modelId":"gpt-4.1"}
 //! {"type":"thinking_level_change","id":"…","parentId":"…","timestamp":"…","thinkingLevel":"high"}
 //! {"type":"session_info","id":"…","parentId":"…","timestamp":"…","name":"refactor parser"}
+//! {"type":"compaction","id":"…","parentId":"…","timestamp":"…","summary":"## Goal\n…","firstKeptEntryId":"1a2b3c4d","tokensBefore":125003,"tokensAfter":9120,"details":{"readFiles":[],"modifiedFiles":[]}}
 //! ```
+//!
+//! A `compaction` entry replaces, in the context sent to the model, every
+//! message on its branch before `firstKeptEntryId` with its `summary` (see
+//! [`crate::tree`]); the messages stay in the file.
 //!
 //! * `id` is 8 random lowercase hex digits, unique within the file.
 //! * `parentId` links entries into a tree (`null` for a root). The active
@@ -47,12 +52,13 @@ pub const FORMAT_VERSION: u32 = 1;
 pub(crate) const HEADER_TYPE: &str = "session";
 
 /// Entry `type`s this version understands (plus the header's).
-const KNOWN_TYPES: [&str; 5] = [
+const KNOWN_TYPES: [&str; 6] = [
     HEADER_TYPE,
     "message",
     "model_change",
     "thinking_level_change",
     "session_info",
+    "compaction",
 ];
 
 /// Line 1 of a session file, serialised with `"type":"session"` (checked on
@@ -128,7 +134,8 @@ pub struct Entry {
 }
 
 /// What an entry records. Serialised flattened into the entry, tagged by
-/// `type` (`message`, `model_change`, `thinking_level_change`, `session_info`).
+/// `type` (`message`, `model_change`, `thinking_level_change`, `session_info`,
+/// `compaction`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -151,6 +158,20 @@ pub enum EntryBody {
         #[serde(default)]
         name: Option<String>,
     },
+    /// The conversation before `first_kept_entry_id` (on this branch) was
+    /// summarised: the model sees `summary` in its place from here on.
+    Compaction {
+        summary: String,
+        first_kept_entry_id: String,
+        /// Estimated context tokens before the compaction.
+        tokens_before: u64,
+        /// Estimated context tokens right after it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_after: Option<u64>,
+        /// What the summarised part did (`readFiles`, `modifiedFiles`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        details: Option<serde_json::Value>,
+    },
 }
 
 impl EntryBody {
@@ -161,6 +182,7 @@ impl EntryBody {
             EntryBody::ModelChange { .. } => "model_change",
             EntryBody::ThinkingLevelChange { .. } => "thinking_level_change",
             EntryBody::SessionInfo { .. } => "session_info",
+            EntryBody::Compaction { .. } => "compaction",
         }
     }
 }
@@ -199,6 +221,18 @@ enum EntryRef<'a> {
         timestamp: &'a str,
         name: Option<&'a str>,
     },
+    Compaction {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        summary: &'a str,
+        first_kept_entry_id: &'a str,
+        tokens_before: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tokens_after: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        details: Option<&'a serde_json::Value>,
+    },
 }
 
 impl Serialize for Entry {
@@ -231,6 +265,22 @@ impl Serialize for Entry {
                 parent_id,
                 timestamp,
                 name: name.as_deref(),
+            },
+            EntryBody::Compaction {
+                summary,
+                first_kept_entry_id,
+                tokens_before,
+                tokens_after,
+                details,
+            } => EntryRef::Compaction {
+                id,
+                parent_id,
+                timestamp,
+                summary,
+                first_kept_entry_id,
+                tokens_before: *tokens_before,
+                tokens_after: *tokens_after,
+                details: details.as_ref(),
             },
         };
         repr.serialize(serializer)
@@ -308,7 +358,7 @@ pub(crate) fn now_rfc3339() -> String {
 }
 
 /// A fresh random entry id: 8 lowercase hex digits.
-pub(crate) fn random_entry_id() -> String {
+pub fn random_entry_id() -> String {
     let bytes = uuid::Uuid::new_v4().into_bytes();
     format!(
         "{:02x}{:02x}{:02x}{:02x}",
@@ -424,6 +474,20 @@ mod tests {
                 name: Some("n".into()),
             },
             EntryBody::SessionInfo { name: None },
+            EntryBody::Compaction {
+                summary: "## Goal\nx".into(),
+                first_kept_entry_id: "0a1b2c3d".into(),
+                tokens_before: 1200,
+                tokens_after: Some(300),
+                details: Some(serde_json::json!({"readFiles": ["a.rs"], "modifiedFiles": []})),
+            },
+            EntryBody::Compaction {
+                summary: "s".into(),
+                first_kept_entry_id: "0a1b2c3d".into(),
+                tokens_before: 5,
+                tokens_after: None,
+                details: None,
+            },
         ];
         for body in bodies {
             let entry = Entry {
@@ -444,14 +508,14 @@ mod tests {
 
     #[test]
     fn unknown_types_are_told_from_malformed_lines() {
-        let unknown = br#"{"type":"compaction","id":"aa","parentId":"bb","summary":"x"}"#;
+        let unknown = br#"{"type":"branch_summary","id":"aa","parentId":"bb","summary":"x"}"#;
         match parse_entry_line(unknown).unwrap() {
             ParsedLine::Unknown {
                 kind,
                 id,
                 parent_id,
             } => {
-                assert_eq!(kind, "compaction");
+                assert_eq!(kind, "branch_summary");
                 assert_eq!(id.as_deref(), Some("aa"));
                 assert_eq!(parent_id.as_deref(), Some("bb"));
             }

@@ -513,7 +513,7 @@ mod tests {
         let path = dir.path().join("s.jsonl");
         let a = raw_entry("aaaaaaaa", None, "first");
         let unknown =
-            r#"{"type":"compaction","id":"cccccccc","parentId":"aaaaaaaa","summary":"…"}"#;
+            r#"{"type":"branch_summary","id":"cccccccc","parentId":"aaaaaaaa","summary":"…"}"#;
         let b = raw_entry("bbbbbbbb", Some("cccccccc"), "second");
         write_raw(&path, &[&a, unknown, &b, r#"{"type":"label"}"#], "\n");
         let loaded = within(load(&path)).await.unwrap();
