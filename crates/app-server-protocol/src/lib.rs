@@ -6,15 +6,19 @@
 //! whether it takes `params` ([`methods`]), and the typed params, results,
 //! thread items, notifications and server requests ([`v2`]). Every type is
 //! plain serde data in camelCase, shaped after the official JSON Schema of
-//! Codex 0.169.0; unknown fields are ignored on input.
+//! Codex 0.169.0; unknown fields are ignored on input. Every type also
+//! derives `schemars::JsonSchema`: keel's own schema of the requests it
+//! answers ([`surface`]) is generated from them ([`export`]).
 //!
 //! It must not know keel's agent (`keel-core`), tokio, or any transport:
 //! the `keel-app-server` crate translates between these types and sessions.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod export;
 pub mod jsonrpc;
 mod method_table;
 pub mod methods;
+pub mod surface;
 pub mod v2;
 
 pub use jsonrpc::{ErrorObject, Incoming, IncomingError, RequestId, parse_incoming};

@@ -1,130 +1,105 @@
-//! Approvals as server requests: the core [`ApprovalGate`] of every
-//! app-server thread.
+//! Approvals as server requests, through keel's approvals engine
+//! (`$KEEL_HOME/keel.db`): the core [`ApprovalGate`] of every app-server
+//! thread, the answers clients send, and the replay of pending requests to
+//! a connection that resumes a thread.
 //!
-//! Before a tool runs, the gate classifies the call ([`ApprovalRules`]),
-//! decides from the thread's `approvalPolicy` whether to ask, and if so
-//! sends `item/commandExecution/requestApproval` (for `bash` and other
-//! tools) or `item/fileChange/requestApproval` (for `write`/`edit`)
-//! through the broker, after the call's `item/started`. Decisions:
-//! `accept` runs the call once; `acceptForSession` (and the amendment
-//! variants) also grants the same call for the rest of the session;
-//! `decline` refuses it (an optional `note` is passed to the model) and
-//! the turn goes on; `cancel` refuses it and interrupts the turn.
+//! Before a tool runs, the gate asks the engine ([`ApprovalEngine::gate_check_in`])
+//! under the mode the thread's `approvalPolicy` maps onto ([`mode_for`]).
+//! A held call is a stored row first; core flushes the session log; then
+//! the gate has the pump announce the call's item (`item/started`, with
+//! `thread/status/changed` `waitingOnApproval`) and sends
+//! `item/commandExecution/requestApproval` (for `bash` and other tools) or
+//! `item/fileChange/requestApproval` (for `write`/`edit`) through the
+//! broker, and waits on the row ([`ApprovalEngine::wait`]). An answer is a
+//! compare-and-swap on the row ([`ApprovalEngine::decide`]), so the first
+//! valid answer wins wherever it comes from (another connection, `keel
+//! approvals` on the command line, another keel process):
 //!
-//! Policy → keel approval mode: `never` → nothing asks; `on-request` →
-//! `outside` (asks for calls that reach outside: shell commands that are
-//! not read-only or local changes, unknown tools, deletes); `untrusted`
-//! and `granular` → `everything` (also asks for file writes). Reads never
-//! ask.
+//! | decision | engine |
+//! | --- | --- |
+//! | `accept` | approve once |
+//! | `acceptForSession` (and the two amendment variants) | approve, with an always-allow rule for this session (money and calls the analyser does not fully understand get none: approved once) |
+//! | `decline` (+ keel's optional `note`) | decline; the turn goes on |
+//! | `cancel` | decline and stop the turn |
+//! | an error reply | decline |
 //!
-//! Calls are classed by [`BuiltinRules`] (every shell command sends).
-//! [`EngineRules`] classes them as RPC mode and `keel exec` do, with the
-//! approvals engine's table and shell analysis (`ls` or `echo` read, `touch`
-//! writes, `rm -rf` is money and asks like a send); a thread gate built
-//! with [`AppServerGate::with_rules`] uses it. Decisions travel as server
-//! requests through the broker either way; the engine's durable rows, modes
-//! and always-allow rules are not used here yet.
+//! Policy → mode: `untrusted` and `granular` → `everything`; `on-request`
+//! → `outside`; `never` → `money_only` (keel has no mode that lets money
+//! or deletes run unasked). A thread that names no policy gets the one its
+//! workspace's stored mode maps back to ([`policy_for`]).
+//!
+//! Rows outlive the process: after a restart, `thread/resume` sends the
+//! thread's pending rows again (new wire ids), and an answer is recorded on
+//! the row.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::{
     ApprovalDecision, ApprovalPolicyName, ApprovalResponse, AskForApproval,
     CommandExecutionRequestApprovalParams, FileChangeRequestApprovalParams, ServerNotification,
-    ServerRequest, ThreadStatusChangedNotification,
+    ServerRequest, ServerRequestResolvedNotification, ThreadStatusChangedNotification,
 };
-use keel_core::{ApprovalGate, GateDecision, ToolCallInfo};
-use keel_protocol::Op;
+use keel_core::keel_approvals::{
+    self as engine, ApprovalEngine, CallContext, Class, Decision, Delivery, GateOutcome, Lifetime,
+    Mode, RequestFilter, Resolution, Status, ToolOrigin, messages,
+};
+use keel_core::{ApprovalGate, GateDecision, ToolCallInfo, workspace_key};
+use serde_json::Value;
 
-use crate::broker::BrokerOutcome;
 use crate::items::{bash_command, command_actions};
+use crate::outbound::Connection;
 use crate::runtime::Runtime;
 use crate::thread_state::LoadedThread;
 
-/// How long the gate waits for the pump to announce a call's item.
-const ITEM_ANNOUNCE_WAIT: Duration = Duration::from_secs(5);
+/// Who app-server decisions are recorded as.
+pub const DECIDER: &str = "app-server";
+/// How long the gate waits for the pump to announce a held call's item.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(5);
 
-/// What a tool call can do, as far as approvals care.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolClass {
-    Read,
-    Write,
-    /// Reaches outside the workspace, or is not understood (fail closed).
-    Send,
-}
-
-/// Classifies tool calls. The default is [`BuiltinRules`].
-pub trait ApprovalRules: Send + Sync {
-    fn class(&self, call: &ToolCallInfo) -> ToolClass;
-}
-
-/// keel's built-in tools: `read`/`grep`/`find`/`ls` read, `write`/`edit`
-/// write, everything else (including every shell command) sends.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BuiltinRules;
-
-impl ApprovalRules for BuiltinRules {
-    fn class(&self, call: &ToolCallInfo) -> ToolClass {
-        match call.tool_name.as_str() {
-            "read" | "grep" | "find" | "ls" => ToolClass::Read,
-            "write" | "edit" => ToolClass::Write,
-            _ => ToolClass::Send,
+/// The keel mode an approval policy maps onto.
+pub fn mode_for(policy: &AskForApproval) -> Mode {
+    match policy {
+        AskForApproval::Named(ApprovalPolicyName::Untrusted) | AskForApproval::Granular { .. } => {
+            Mode::Everything
         }
+        AskForApproval::Named(ApprovalPolicyName::OnRequest) => Mode::Outside,
+        AskForApproval::Named(ApprovalPolicyName::Never) => Mode::MoneyOnly,
     }
 }
 
-/// The approvals engine's classes (`keel_approvals::classify`): built-in
-/// tools by name, shell commands parsed; money counts as send here (both
-/// ask under every policy but `never`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EngineRules;
-
-impl ApprovalRules for EngineRules {
-    fn class(&self, call: &ToolCallInfo) -> ToolClass {
-        use keel_core::keel_approvals::{Class, ToolOrigin, classify};
-        match classify(&call.tool_name, &call.args, ToolOrigin::Builtin, &call.cwd).class {
-            Class::Read => ToolClass::Read,
-            Class::Write => ToolClass::Write,
-            Class::Send | Class::Money => ToolClass::Send,
-        }
-    }
+/// The policy a keel mode is reported as.
+pub fn policy_for(mode: Mode) -> AskForApproval {
+    AskForApproval::Named(match mode {
+        Mode::Everything => ApprovalPolicyName::Untrusted,
+        Mode::Outside => ApprovalPolicyName::OnRequest,
+        Mode::MoneyOnly => ApprovalPolicyName::Never,
+    })
 }
 
-/// Whether `policy` asks for a call of `class`.
-pub fn asks(policy: &AskForApproval, class: ToolClass) -> bool {
-    match (policy, class) {
-        (_, ToolClass::Read) => false,
-        (AskForApproval::Named(ApprovalPolicyName::Never), _) => false,
-        (AskForApproval::Named(ApprovalPolicyName::OnRequest), c) => c == ToolClass::Send,
-        (AskForApproval::Named(ApprovalPolicyName::Untrusted), _) => true,
-        (AskForApproval::Granular { .. }, _) => true,
-    }
-}
-
-/// The scope an `acceptForSession` grant covers: the exact shell command,
-/// the file, or the whole tool.
-pub fn grant_key(call: &ToolCallInfo) -> String {
-    match call.tool_name.as_str() {
-        "bash" => format!("bash\0{}", bash_command(&call.args)),
-        "write" | "edit" => format!("file\0{}", call.args["path"].as_str().unwrap_or_default()),
-        other => format!("tool\0{other}"),
+/// The policy of a thread that names none: its workspace's stored mode.
+pub async fn default_policy(runtime: &Runtime, cwd: &std::path::Path) -> AskForApproval {
+    match runtime.approvals().await {
+        Ok(engine) => match engine.effective_mode(&workspace_key(cwd)).await {
+            Ok(mode) => policy_for(mode),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the workspace's approval mode");
+                policy_for(Mode::default())
+            }
+        },
+        Err(_) => policy_for(Mode::default()),
     }
 }
 
 /// The gate of app-server threads.
 pub struct AppServerGate {
     runtime: Weak<Runtime>,
-    rules: Arc<dyn ApprovalRules>,
 }
 
 impl AppServerGate {
     pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self::with_rules(runtime, Arc::new(BuiltinRules))
-    }
-
-    /// A gate that classes calls with `rules` (for example [`EngineRules`]).
-    pub fn with_rules(runtime: Weak<Runtime>, rules: Arc<dyn ApprovalRules>) -> Self {
-        Self { runtime, rules }
+        Self { runtime }
     }
 }
 
@@ -164,148 +139,421 @@ async fn announce_status(runtime: &Runtime, thread: &LoadedThread) {
     }
 }
 
-async fn wait_announced(thread: &LoadedThread, call_id: &str) {
-    let deadline = tokio::time::Instant::now() + ITEM_ANNOUNCE_WAIT;
-    loop {
-        let notified = thread.item_started.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if thread.state().started_items.contains(call_id) {
-            return;
-        }
-        if tokio::time::timeout_at(deadline, notified).await.is_err() {
-            tracing::warn!(call = call_id, "the tool item was not announced in time");
-            return;
-        }
-    }
+async fn announce_resolved(runtime: &Runtime, id: i64, thread_id: String) {
+    runtime
+        .notify_thread(
+            &thread_id.clone(),
+            &ServerNotification::ServerRequestResolved(ServerRequestResolvedNotification {
+                thread_id,
+                request_id: RequestId::Integer(id),
+            }),
+        )
+        .await;
 }
 
-fn request_for(call: &ToolCallInfo, turn_id: String) -> ServerRequest {
-    let started_at_ms = chrono::Utc::now().timestamp_millis();
-    match call.tool_name.as_str() {
+/// The request for a call of `tool` with `args`.
+#[allow(clippy::too_many_arguments)]
+fn request_of(
+    thread_id: &str,
+    turn_id: String,
+    call_id: &str,
+    tool: &str,
+    args: &Value,
+    cwd: &str,
+    started_at_ms: i64,
+    reason: Option<String>,
+) -> ServerRequest {
+    match tool {
         "write" | "edit" => {
             ServerRequest::FileChangeRequestApproval(FileChangeRequestApprovalParams {
-                thread_id: call.session_id.clone(),
+                thread_id: thread_id.to_owned(),
                 turn_id,
-                item_id: call.call_id.clone(),
+                item_id: call_id.to_owned(),
                 started_at_ms,
-                reason: None,
+                reason,
                 grant_root: None,
             })
         }
-        tool => {
+        _ => {
             let command = if tool == "bash" {
-                bash_command(&call.args)
+                bash_command(args)
             } else {
-                format!("{tool} {}", call.args)
+                format!("{tool} {args}")
             };
             ServerRequest::CommandExecutionRequestApproval(CommandExecutionRequestApprovalParams {
-                thread_id: call.session_id.clone(),
+                thread_id: thread_id.to_owned(),
                 turn_id,
-                item_id: call.call_id.clone(),
+                item_id: call_id.to_owned(),
                 started_at_ms,
-                reason: (tool != "bash").then(|| format!("keel tool `{tool}`")),
+                reason,
                 command_actions: Some(command_actions(&command)),
                 command: Some(command),
-                cwd: Some(call.cwd.display().to_string()),
+                cwd: Some(cwd.to_owned()),
                 proposed_execpolicy_amendment: None,
             })
         }
     }
 }
 
-fn deny(message: impl Into<String>) -> GateDecision {
-    GateDecision::deny(message)
+/// The request for a stored row.
+fn request_for_row(
+    row: &engine::PendingRequest,
+    args: &Value,
+    turn_id: String,
+    cwd: &str,
+) -> ServerRequest {
+    request_of(
+        &row.session_id,
+        turn_id,
+        &row.call_id,
+        &row.tool,
+        args,
+        cwd,
+        row.created_at,
+        Some(format!("{}: {}", row.class_label, row.reason)),
+    )
+}
+
+fn decision_of(outcome: GateOutcome) -> GateDecision {
+    match outcome {
+        GateOutcome::Allow {
+            request_id: Some(approval_id),
+            ..
+        } => GateDecision::Approved { approval_id },
+        GateOutcome::Allow {
+            request_id: None, ..
+        } => GateDecision::Allow,
+        GateOutcome::Held { request } => GateDecision::Held {
+            approval_id: request.id,
+        },
+        GateOutcome::Drafted { message, .. } => GateDecision::deny(message),
+        GateOutcome::Deny {
+            message, stop_turn, ..
+        } => GateDecision::Deny { message, stop_turn },
+    }
+}
+
+fn failed(error: impl std::fmt::Display) -> GateDecision {
+    GateDecision::deny(messages::check_failed(&error.to_string()))
+}
+
+impl AppServerGate {
+    fn parts(&self, session_id: &str) -> Option<(Arc<Runtime>, Arc<LoadedThread>)> {
+        let runtime = self.runtime.upgrade()?;
+        let thread = runtime.thread(session_id)?;
+        Some((runtime, thread))
+    }
 }
 
 #[async_trait::async_trait]
 impl ApprovalGate for AppServerGate {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
-        let Some(runtime) = self.runtime.upgrade() else {
-            return deny("the app-server is shutting down");
+        let Some((runtime, thread)) = self.parts(&call.session_id) else {
+            return GateDecision::deny("The app-server is shutting down; the call did not run.");
         };
-        let Some(thread) = runtime.thread(&call.session_id) else {
-            return deny("the thread is not loaded");
+        let engine = match runtime.approvals().await {
+            Ok(engine) => engine,
+            Err(reason) => return failed(reason),
         };
-        let class = self.rules.class(call);
-        let key = grant_key(call);
-        let (policy, granted) = {
-            let s = thread.state();
-            (s.approval_policy.clone(), s.session_grants.contains(&key))
+        let mode = mode_for(&thread.state().approval_policy);
+        let ctx = CallContext {
+            workspace: workspace_key(&call.cwd),
+            cwd: call.cwd.clone(),
+            session_id: call.session_id.clone(),
+            call_id: call.call_id.clone(),
+            tool_name: call.tool_name.clone(),
+            args: call.args.clone(),
+            origin: match call.tool_name.as_str() {
+                // keel's app-server tools that only report to the client.
+                crate::plan::PLAN_TOOL => ToolOrigin::Host {
+                    class: Some(Class::Read),
+                },
+                _ => ToolOrigin::Builtin,
+            },
+            unattended: false,
         };
-        if granted || !asks(&policy, class) {
-            return GateDecision::Allow;
-        }
-        wait_announced(&thread, &call.call_id).await;
-        let turn_id = thread.active_turn_id().unwrap_or_default();
+        decision_of(engine.gate_check_in(&ctx, Some(mode)).await)
+    }
+
+    async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {
+        let Some((runtime, thread)) = self.parts(&call.session_id) else {
+            return GateDecision::deny("The app-server is shutting down; the call did not run.");
+        };
+        let engine = match runtime.approvals().await {
+            Ok(engine) => engine.clone(),
+            Err(reason) => return failed(reason),
+        };
+        let row = match engine.request(approval_id).await {
+            Ok(row) => engine::PendingRequest::from_record(&row),
+            Err(e) => return failed(e),
+        };
+        // The row is stored and the session log flushed: announce.
         let waiting = Waiting::new(thread.clone());
+        if tokio::time::timeout(
+            ANNOUNCE_WAIT,
+            thread.announce_held(&call.call_id, &call.tool_name, &call.args),
+        )
+        .await
+        .is_err()
+        {
+            tracing::warn!(call = %call.call_id, "the held call's item was not announced in time");
+        }
         announce_status(&runtime, &thread).await;
-        let outcome = runtime
+        let turn_id = thread.active_turn_id().unwrap_or_default();
+        let cwd = call.cwd.display().to_string();
+        runtime
             .broker
-            .request(
+            .announce(
                 &runtime,
-                request_for(call, turn_id),
-                runtime.config.approval_timeout,
+                approval_id,
+                request_for_row(&row, &call.args, turn_id, &cwd),
             )
             .await;
+        // The wait ends on a decision, on expiry, or when the run is
+        // cancelled (core drops this future; an abort has cancelled the row).
+        let never = tokio_util::sync::CancellationToken::new();
+        let resolution = engine.wait(approval_id, &never).await;
+        if let Some((id, thread_id)) = runtime.broker.finish(approval_id) {
+            announce_resolved(&runtime, id, thread_id).await;
+        }
         drop(waiting);
         announce_status(&runtime, &thread).await;
-        let response = match outcome {
-            BrokerOutcome::Answered(value) => {
-                match serde_json::from_value::<ApprovalResponse>(value) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        thread.state().declined.insert(call.call_id.clone());
-                        return deny(format!(
-                            "The approval answer was not understood ({e}); the tool call was not run."
-                        ));
-                    }
-                }
-            }
-            BrokerOutcome::Refused(error) => {
-                thread.state().declined.insert(call.call_id.clone());
-                return deny(format!(
-                    "The client refused the approval request ({}); the tool call was not run.",
-                    error.message
-                ));
-            }
-            BrokerOutcome::TimedOut => {
-                return deny(
-                    "Nobody answered the approval request in time; the tool call was not run.",
-                );
-            }
-            BrokerOutcome::Withdrawn => return deny("The approval request was withdrawn."),
+        let resolution = match resolution {
+            Ok(r) => r,
+            Err(e) => return failed(e),
         };
-        match response.decision {
-            ApprovalDecision::Accept => GateDecision::Allow,
-            ApprovalDecision::AcceptForSession
-            | ApprovalDecision::AcceptWithExecpolicyAmendment { .. }
-            | ApprovalDecision::ApplyNetworkPolicyAmendment { .. } => {
-                thread.state().session_grants.insert(key);
-                GateDecision::Allow
+        match &resolution {
+            Resolution::Approved { .. } => {}
+            Resolution::Declined { stop_turn, .. } => {
+                let mut s = thread.state();
+                s.declined.insert(call.call_id.clone());
+                if *stop_turn && let Some(t) = s.active.as_mut() {
+                    t.interrupted = true;
+                }
             }
-            ApprovalDecision::Decline => {
+            Resolution::Expired { .. } | Resolution::Cancelled { .. } => {
                 thread.state().declined.insert(call.call_id.clone());
-                deny(match response.note {
-                    Some(note) => format!("The user declined this tool call: {note}"),
-                    None => "The user declined this tool call.".to_owned(),
-                })
             }
-            ApprovalDecision::Cancel => {
-                {
-                    let mut s = thread.state();
-                    s.declined.insert(call.call_id.clone());
-                    if let Some(t) = s.active.as_mut() {
-                        t.interrupted = true;
-                    }
-                }
-                if let Err(e) = thread.handle.submit(Op::Abort).await {
-                    tracing::warn!(error = %e, "cannot interrupt the turn after a cancel");
-                }
-                deny("The user cancelled this tool call and stopped the turn.")
+        }
+        match decision_of(engine.settle(resolution).await) {
+            GateDecision::Held { approval_id } => failed(format!(
+                "request {approval_id} is still pending after its wait ended"
+            )),
+            other => other,
+        }
+    }
+
+    async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
+        let Some(runtime) = self.runtime.upgrade() else {
+            return;
+        };
+        if let Ok(engine) = runtime.approvals().await {
+            let text: String = outcome.chars().take(4000).collect();
+            if let Err(e) = engine.finish(approval_id, Some(text), is_error).await {
+                tracing::error!(error = %e, approval_id, "recording an approved call's outcome failed");
             }
         }
     }
+
+    async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {
+        let Some(runtime) = self.runtime.upgrade() else {
+            return 0;
+        };
+        let Ok(engine) = runtime.approvals().await else {
+            return 0;
+        };
+        match engine.decline_waiting(session_id, message, DECIDER).await {
+            Ok(ids) => ids.len(),
+            Err(e) => {
+                tracing::error!(error = %e, "declining the waiting calls failed");
+                0
+            }
+        }
+    }
+
+    async fn abort(&self, session_id: &str) {
+        let Some(runtime) = self.runtime.upgrade() else {
+            return;
+        };
+        let Ok(engine) = runtime.approvals().await else {
+            return;
+        };
+        let rows = match engine
+            .requests(RequestFilter {
+                session_id: Some(session_id.to_owned()),
+                status: Some(Status::Pending),
+                delivery: Some(Delivery::Wait),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!(error = %e, "listing the calls an aborted turn waited on failed");
+                return;
+            }
+        };
+        for row in rows {
+            match engine.cancel(&row.id, "abort").await {
+                Ok(true) => {
+                    let _ = engine
+                        .settle(Resolution::Cancelled {
+                            request_id: row.id.clone(),
+                        })
+                        .await;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed")
+                }
+            }
+        }
+    }
+}
+
+/// A client's answer to a server request.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Result(Value),
+    Error(keel_app_server_protocol::ErrorObject),
+}
+
+/// Records a client's answer on the row the request stands for: the
+/// first valid answer wins (a second one is logged and ignored, as is an
+/// answer that cannot be read: the request stays pending).
+pub async fn answer(runtime: &Arc<Runtime>, conn: &Connection, id: &RequestId, answer: Answer) {
+    let Some(entry) = runtime.broker.eligible(conn.id, id) else {
+        return;
+    };
+    let engine = match runtime.approvals().await {
+        Ok(e) => e,
+        Err(reason) => {
+            tracing::error!(%id, "cannot record the answer: {reason}");
+            return;
+        }
+    };
+    let decision = match answer {
+        Answer::Error(e) => Decision::Decline {
+            note: Some(format!("The client refused the request: {}", e.message)),
+            stop_turn: false,
+        },
+        Answer::Result(value) => match serde_json::from_value::<ApprovalResponse>(value) {
+            Ok(r) => engine_decision(&r, &entry.thread_id),
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "an approval answer that cannot be read: ignored");
+                return;
+            }
+        },
+    };
+    let always = matches!(decision, Decision::ApproveAlways { .. });
+    let mut result = engine
+        .decide(&entry.approval_id, decision, DECIDER, None)
+        .await;
+    if always && let Err(engine::Error::RuleRefused(why)) = &result {
+        tracing::info!(%id, "no always-allow for this call ({why}); approved once");
+        result = engine
+            .decide(&entry.approval_id, Decision::Approve, DECIDER, None)
+            .await;
+    }
+    match result {
+        Ok(_) => {}
+        Err(engine::Error::AlreadyDecided { .. }) => {
+            tracing::info!(%id, "the request was already decided: this answer is ignored");
+        }
+        Err(e) => {
+            tracing::error!(%id, error = %e, "recording the answer failed");
+            return;
+        }
+    }
+    // A live wait announces the resolution itself, in order with the turn.
+    if !entry.live
+        && let Some((wire, thread_id)) = runtime.broker.finish(&entry.approval_id)
+    {
+        announce_resolved(runtime, wire, thread_id).await;
+    }
+}
+
+fn engine_decision(r: &ApprovalResponse, thread_id: &str) -> Decision {
+    match &r.decision {
+        ApprovalDecision::Accept => Decision::Approve,
+        ApprovalDecision::AcceptForSession
+        | ApprovalDecision::AcceptWithExecpolicyAmendment { .. }
+        | ApprovalDecision::ApplyNetworkPolicyAmendment { .. } => Decision::ApproveAlways {
+            scope: None,
+            lifetime: Lifetime::Session {
+                session_id: thread_id.to_owned(),
+            },
+        },
+        ApprovalDecision::Decline => Decision::Decline {
+            note: r.note.clone(),
+            stop_turn: false,
+        },
+        ApprovalDecision::Cancel => Decision::Decline {
+            note: r.note.clone(),
+            stop_turn: true,
+        },
+    }
+}
+
+/// Sends the thread's pending requests to a connection that just resumed
+/// it (which becomes eligible to answer them): the ones a turn waits on
+/// now, and the rows a previous keel process left pending.
+pub async fn replay(runtime: &Arc<Runtime>, thread_id: &str, conn: &Arc<Connection>) {
+    let Ok(engine) = runtime.approvals().await else {
+        return;
+    };
+    let rows = match pending_rows(engine, thread_id).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::error!(error = %e, "listing the thread's pending approvals failed");
+            return;
+        }
+    };
+    let thread = runtime.thread(thread_id);
+    for row in rows {
+        let card = engine::PendingRequest::from_record(&row);
+        let (turn_id, cwd) = match &thread {
+            Some(t) => (
+                crate::history::turn_of_call(thread_id, &t.handle.messages(), &row.call_id)
+                    .unwrap_or_default(),
+                t.state().cwd.display().to_string(),
+            ),
+            None => (String::new(), row.workspace.clone()),
+        };
+        runtime
+            .broker
+            .send_to(conn, &row.id, || {
+                request_for_row(&card, &row.args, turn_id, &cwd)
+            })
+            .await;
+    }
+}
+
+async fn pending_rows(
+    engine: &ApprovalEngine,
+    thread_id: &str,
+) -> engine::Result<Vec<engine::ApprovalRecord>> {
+    engine.expire_due().await?;
+    let mut rows = engine
+        .requests(RequestFilter {
+            session_id: Some(thread_id.to_owned()),
+            status: Some(Status::Pending),
+            delivery: Some(Delivery::Wait),
+            ..Default::default()
+        })
+        .await?;
+    rows.sort_by_key(|r| r.created_at);
+    Ok(rows)
+}
+
+/// Cancels the pending rows of a thread that is being deleted.
+pub async fn cancel_thread(runtime: &Runtime, thread_id: &str) {
+    if let Ok(engine) = runtime.approvals().await
+        && let Err(e) = engine.cancel_session(thread_id, DECIDER).await
+    {
+        tracing::warn!(error = %e, "cancelling a deleted thread's approvals failed");
+    }
+    runtime.broker.forget_thread(thread_id);
 }
 
 #[cfg(test)]
@@ -313,60 +561,78 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn call(tool: &str, args: serde_json::Value) -> ToolCallInfo {
-        ToolCallInfo {
-            session_id: "t".into(),
-            call_id: "c".into(),
-            tool_name: tool.into(),
-            args,
-            cwd: "/w".into(),
+    #[test]
+    fn policies_map_onto_modes_and_back() {
+        for name in [
+            ApprovalPolicyName::Untrusted,
+            ApprovalPolicyName::OnRequest,
+            ApprovalPolicyName::Never,
+        ] {
+            let p = AskForApproval::Named(name);
+            assert_eq!(policy_for(mode_for(&p)), p);
         }
+        assert_eq!(
+            mode_for(&AskForApproval::Granular {
+                granular: json!({})
+            }),
+            Mode::Everything
+        );
     }
 
     #[test]
-    fn policies_map_onto_modes() {
-        let never = AskForApproval::Named(ApprovalPolicyName::Never);
-        let on_request = AskForApproval::Named(ApprovalPolicyName::OnRequest);
-        let untrusted = AskForApproval::Named(ApprovalPolicyName::Untrusted);
-        assert!(!asks(&never, ToolClass::Send));
-        assert!(asks(&on_request, ToolClass::Send));
-        assert!(!asks(&on_request, ToolClass::Write));
-        assert!(asks(&untrusted, ToolClass::Write));
-        assert!(!asks(&untrusted, ToolClass::Read));
-        let rules = BuiltinRules;
+    fn decisions_map_onto_the_engine() {
+        let r = |v: Value| {
+            serde_json::from_value::<ApprovalResponse>(v).unwrap_or_else(|e| panic!("{e}"))
+        };
         assert_eq!(
-            rules.class(&call("bash", json!({"command": "ls"}))),
-            ToolClass::Send
+            engine_decision(&r(json!({"decision": "accept"})), "t"),
+            Decision::Approve
         );
-        assert_eq!(rules.class(&call("edit", json!({}))), ToolClass::Write);
-        assert_eq!(rules.class(&call("mystery", json!({}))), ToolClass::Send);
-        let engine = EngineRules;
+        assert!(matches!(
+            engine_decision(&r(json!({"decision": "acceptForSession"})), "t"),
+            Decision::ApproveAlways { lifetime: Lifetime::Session { session_id }, .. } if session_id == "t"
+        ));
         assert_eq!(
-            engine.class(&call("bash", json!({"command": "ls"}))),
-            ToolClass::Read
+            engine_decision(&r(json!({"decision": "decline", "note": "no"})), "t"),
+            Decision::Decline {
+                note: Some("no".into()),
+                stop_turn: false
+            }
         );
-        assert_eq!(
-            engine.class(&call("bash", json!({"command": "ls && rm -rf /"}))),
-            ToolClass::Send
-        );
-        assert_eq!(
-            engine.class(&call("write", json!({"path": "a.txt"}))),
-            ToolClass::Write
-        );
-        assert_eq!(engine.class(&call("mystery", json!({}))), ToolClass::Send);
-        assert_ne!(
-            grant_key(&call("bash", json!({"command": "ls"}))),
-            grant_key(&call("bash", json!({"command": "rm -rf /"})))
-        );
+        assert!(matches!(
+            engine_decision(&r(json!({"decision": "cancel"})), "t"),
+            Decision::Decline {
+                stop_turn: true,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn requests_by_tool() {
-        let r = request_for(&call("write", json!({"path": "a"})), "turn".into());
+        let r = request_of(
+            "t",
+            "u".into(),
+            "c",
+            "write",
+            &json!({"path": "a"}),
+            "/w",
+            0,
+            None,
+        );
         assert_eq!(r.method(), "item/fileChange/requestApproval");
-        let r = request_for(&call("bash", json!({"command": "echo hi"})), "turn".into());
+        let r = request_of(
+            "t",
+            "u".into(),
+            "c",
+            "bash",
+            &json!({"command": "echo hi"}),
+            "/w",
+            0,
+            None,
+        );
         let ServerRequest::CommandExecutionRequestApproval(p) = r else {
-            panic!()
+            panic!("not a command request")
         };
         assert_eq!(p.command.as_deref(), Some("echo hi"));
     }

@@ -1,56 +1,51 @@
-//! The server-request broker: requests keel sends to clients (approvals),
-//! each waiting on a oneshot keyed by its integer id.
+//! The server-request broker: which approval request went out under which
+//! integer id, and to which connections.
 //!
-//! A request goes to every connection subscribed to its thread; those are
-//! its eligible responders, and the first valid answer from one of them
-//! wins (a late or foreign answer is logged and ignored). Losing a
-//! connection keeps the request pending; a connection that subscribes to
-//! the thread later (resume) gets it again and becomes eligible. The wait
-//! ends with an answer, a timeout, or a withdrawal (the turn ended); each
-//! end is announced with `serverRequest/resolved`.
-//!
-//! Requests live in memory: a restart of keel forgets them (the durable
-//! approval store of `keel-approvals` is meant to replace this map).
+//! The approval itself is a row of the approvals engine (`keel.db`), stored
+//! before the request goes out; the broker only maps the wire id to that
+//! row and remembers the eligible responders: the connections the request
+//! was sent to. A request goes to every connection subscribed to its
+//! thread; a connection that subscribes later (`thread/resume`) gets it
+//! again and becomes eligible. Losing a connection keeps the request
+//! pending for the others. An entry is *live* while a turn of this process
+//! waits on the row; after a restart the rows still pending are announced
+//! again as entries nobody waits on, and an answer to one is recorded on
+//! the row all the same. Whoever removes an entry ([`Broker::finish`])
+//! announces `serverRequest/resolved`, so it goes out exactly once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
-use keel_app_server_protocol::v2::{
-    ServerNotification, ServerRequest, ServerRequestResolvedNotification,
-};
-use keel_app_server_protocol::{ErrorObject, RequestId};
-use serde_json::Value;
-use tokio::sync::oneshot;
+use keel_app_server_protocol::RequestId;
+use keel_app_server_protocol::v2::ServerRequest;
 
 use crate::outbound::{Connection, ConnectionId};
 use crate::runtime::Runtime;
 
-/// How a request ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BrokerOutcome {
-    /// A client answered with a result.
-    Answered(Value),
-    /// A client answered with an error.
-    Refused(ErrorObject),
-    /// Nobody answered in time.
-    TimedOut,
-    /// The request was withdrawn (its turn ended).
-    Withdrawn,
+/// One request on the wire.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The approval row (`apr_…`).
+    pub approval_id: String,
+    pub thread_id: String,
+    pub request: ServerRequest,
+    /// Connections the request was sent to (they may answer it).
+    pub eligible: HashSet<ConnectionId>,
+    /// A turn of this process waits on the row.
+    pub live: bool,
 }
 
-struct Pending {
-    thread_id: String,
-    request: ServerRequest,
-    eligible: HashSet<ConnectionId>,
-    tx: oneshot::Sender<BrokerOutcome>,
+#[derive(Default)]
+struct State {
+    entries: HashMap<i64, Entry>,
+    by_approval: HashMap<String, i64>,
 }
 
-/// Pending server requests.
+/// Approval requests on the wire.
 pub struct Broker {
     next_id: AtomicI64,
-    pending: Mutex<HashMap<i64, Pending>>,
+    state: Mutex<State>,
 }
 
 impl Default for Broker {
@@ -63,131 +58,163 @@ impl Broker {
     pub fn new() -> Self {
         Self {
             next_id: AtomicI64::new(0),
-            pending: Mutex::new(HashMap::new()),
+            state: Mutex::new(State::default()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<i64, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `request` to the thread's subscribers and waits for the first
-    /// valid answer, at most `timeout`.
-    pub async fn request(
+    /// Sends the request of a stored row to every connection subscribed to
+    /// its thread (a live wait) and returns its wire id. A row already on
+    /// the wire keeps its id.
+    pub async fn announce(
         &self,
         runtime: &Runtime,
+        approval_id: &str,
         request: ServerRequest,
-        timeout: Duration,
-    ) -> BrokerOutcome {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+    ) -> i64 {
         let thread_id = request.thread_id().to_owned();
         let targets = runtime.subscribers(&thread_id);
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(
-            id,
-            Pending {
+        let id = {
+            let mut state = self.lock();
+            let id = match state.by_approval.get(approval_id) {
+                Some(id) => *id,
+                None => {
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    state.by_approval.insert(approval_id.to_owned(), id);
+                    id
+                }
+            };
+            let entry = state.entries.entry(id).or_insert_with(|| Entry {
+                approval_id: approval_id.to_owned(),
                 thread_id: thread_id.clone(),
                 request: request.clone(),
-                eligible: targets.iter().map(|c| c.id).collect(),
-                tx,
-            },
-        );
+                eligible: HashSet::new(),
+                live: true,
+            });
+            entry.live = true;
+            entry.eligible.extend(targets.iter().map(|c| c.id));
+            id
+        };
         for conn in &targets {
             conn.request(id, &request).await;
         }
-        let outcome = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => BrokerOutcome::Withdrawn,
-            Err(_) => {
-                self.lock().remove(&id);
-                BrokerOutcome::TimedOut
-            }
-        };
-        runtime
-            .notify_thread(
-                &thread_id,
-                &ServerNotification::ServerRequestResolved(ServerRequestResolvedNotification {
-                    thread_id: thread_id.clone(),
-                    request_id: RequestId::Integer(id),
-                }),
-            )
-            .await;
-        outcome
+        id
     }
 
-    /// A client's answer. Returns `false` (and logs) when nothing waits for
-    /// it from this connection.
-    pub fn resolve(&self, from: ConnectionId, id: &RequestId, outcome: BrokerOutcome) -> bool {
+    /// Sends a request to one connection (a resume), which becomes
+    /// eligible. `request` is only used when the row is not on the wire yet
+    /// (after a restart); the entry is then not live.
+    pub async fn send_to(
+        &self,
+        conn: &Arc<Connection>,
+        approval_id: &str,
+        request: impl FnOnce() -> ServerRequest,
+    ) {
+        let (id, request) = {
+            let mut state = self.lock();
+            let id = match state.by_approval.get(approval_id) {
+                Some(id) => *id,
+                None => {
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    let request = request();
+                    state.by_approval.insert(approval_id.to_owned(), id);
+                    state.entries.insert(
+                        id,
+                        Entry {
+                            approval_id: approval_id.to_owned(),
+                            thread_id: request.thread_id().to_owned(),
+                            request,
+                            eligible: HashSet::new(),
+                            live: false,
+                        },
+                    );
+                    id
+                }
+            };
+            let Some(entry) = state.entries.get_mut(&id) else {
+                return;
+            };
+            entry.eligible.insert(conn.id);
+            (id, entry.request.clone())
+        };
+        conn.request(id, &request).await;
+    }
+
+    /// The entry a client's answer is for, if `from` may answer it; logs
+    /// and returns `None` otherwise.
+    pub fn eligible(&self, from: ConnectionId, id: &RequestId) -> Option<Entry> {
         let RequestId::Integer(n) = id else {
             tracing::warn!(%id, "a response to a server request with a string id: ignored");
-            return false;
+            return None;
         };
-        let mut pending = self.lock();
-        match pending.get(n) {
-            Some(p) if p.eligible.contains(&from) => {}
+        let state = self.lock();
+        match state.entries.get(n) {
+            Some(e) if e.eligible.contains(&from) => Some(e.clone()),
             Some(_) => {
                 tracing::warn!(%id, connection = from, "an answer from a connection that was not asked: ignored");
-                return false;
+                None
             }
             None => {
                 tracing::warn!(%id, "could not find callback for server request {id}");
-                return false;
+                None
             }
         }
-        if let Some(p) = pending.remove(n) {
-            let _ = p.tx.send(outcome);
-        }
-        true
     }
 
-    /// How many requests are pending.
+    /// Removes the entry of a row: `(wire id, thread)` for the caller to
+    /// announce `serverRequest/resolved`, or `None` if it was already gone.
+    pub fn finish(&self, approval_id: &str) -> Option<(i64, String)> {
+        let mut state = self.lock();
+        let id = state.by_approval.remove(approval_id)?;
+        state.entries.remove(&id).map(|e| (id, e.thread_id))
+    }
+
+    /// Removes the live entries of a thread (its turn ended); returns their
+    /// wire ids for the caller to announce.
+    pub fn withdraw_live(&self, thread_id: &str) -> Vec<i64> {
+        let mut state = self.lock();
+        let mut ids: Vec<(i64, String)> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| e.live && e.thread_id == thread_id)
+            .map(|(id, e)| (*id, e.approval_id.clone()))
+            .collect();
+        ids.sort_by_key(|(id, _)| *id);
+        for (id, approval) in &ids {
+            state.entries.remove(id);
+            state.by_approval.remove(approval);
+        }
+        ids.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Forgets every entry of a thread (it was deleted).
+    pub fn forget_thread(&self, thread_id: &str) {
+        let mut state = self.lock();
+        let gone: Vec<(i64, String)> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| e.thread_id == thread_id)
+            .map(|(id, e)| (*id, e.approval_id.clone()))
+            .collect();
+        for (id, approval) in gone {
+            state.entries.remove(&id);
+            state.by_approval.remove(&approval);
+        }
+    }
+
+    /// How many requests are on the wire.
     pub fn pending_count(&self) -> usize {
-        self.lock().len()
+        self.lock().entries.len()
     }
 
     /// A connection went away: it can no longer answer.
     pub fn connection_closed(&self, conn: ConnectionId) {
-        for p in self.lock().values_mut() {
-            p.eligible.remove(&conn);
+        for e in self.lock().entries.values_mut() {
+            e.eligible.remove(&conn);
         }
-    }
-
-    /// Sends the thread's pending requests to a connection that just
-    /// subscribed to it, which becomes eligible to answer them.
-    pub async fn replay(&self, thread_id: &str, conn: &Arc<Connection>) {
-        let requests: Vec<(i64, ServerRequest)> = {
-            let mut pending = self.lock();
-            let mut out: Vec<(i64, ServerRequest)> = pending
-                .iter_mut()
-                .filter(|(_, p)| p.thread_id == thread_id && !p.eligible.contains(&conn.id))
-                .map(|(id, p)| {
-                    p.eligible.insert(conn.id);
-                    (*id, p.request.clone())
-                })
-                .collect();
-            out.sort_by_key(|(id, _)| *id);
-            out
-        };
-        for (id, request) in requests {
-            conn.request(id, &request).await;
-        }
-    }
-
-    /// Withdraws every pending request of a thread (its turn ended);
-    /// returns their ids so the caller can announce them resolved.
-    pub fn withdraw_thread(&self, thread_id: &str) -> Vec<i64> {
-        let mut pending = self.lock();
-        let ids: Vec<i64> = pending
-            .iter()
-            .filter(|(_, p)| p.thread_id == thread_id)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in &ids {
-            if let Some(p) = pending.remove(id) {
-                let _ = p.tx.send(BrokerOutcome::Withdrawn);
-            }
-        }
-        ids
     }
 }
 
@@ -200,7 +227,8 @@ mod tests {
     use keel_app_server_protocol::v2::FileChangeRequestApprovalParams;
     use keel_core::ModelInfo;
     use keel_llm::Provider;
-    use serde_json::json;
+    use serde_json::Value;
+    use std::time::Duration;
 
     struct NoModels;
     impl ModelSource for NoModels {
@@ -250,7 +278,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn first_eligible_answer_wins_and_late_subscribers_get_a_replay() {
+    async fn requests_reach_subscribers_and_late_connections_become_eligible() {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(
             AppServerConfig::new(dir.path().into(), dir.path().into()),
@@ -258,80 +286,49 @@ mod tests {
         );
         let (a, mut rx_a) = connect(&rt);
         let (b, mut rx_b) = connect(&rt);
-        let waiter = {
-            let rt = rt.clone();
-            tokio::spawn(async move {
-                rt.broker
-                    .request(&rt, request(), Duration::from_secs(10))
-                    .await
-            })
-        };
+        let id = rt.broker.announce(&rt, "apr_1", request()).await;
         let sent = frame(&mut rx_a).await;
         assert_eq!(sent["method"], "item/fileChange/requestApproval");
-        assert_eq!(frame(&mut rx_b).await["id"], sent["id"]);
-        let id = RequestId::Integer(sent["id"].as_i64().unwrap());
+        assert_eq!(sent["id"], id);
+        assert_eq!(frame(&mut rx_b).await["id"], id);
+        let wire = RequestId::Integer(id);
 
-        // A connection that was not asked cannot answer; a late subscriber
-        // gets the request again and then can.
+        // A connection that was not asked cannot answer; one that resumes
+        // gets the same request (same id) and then can.
         let (late, mut rx_late) = Connection::new(99, SlowClientPolicy::Backpressure);
-        late.set_caps(ClientCaps {
-            initialized: true,
-            ..ClientCaps::default()
-        });
         let late = Arc::new(late);
-        assert!(
-            !rt.broker
-                .resolve(late.id, &id, BrokerOutcome::Answered(json!({})))
-        );
+        assert!(rt.broker.eligible(late.id, &wire).is_none());
         rt.broker.connection_closed(a.id);
-        rt.broker.replay("t", &late).await;
-        assert_eq!(frame(&mut rx_late).await["id"], sent["id"]);
-        assert!(
-            !rt.broker
-                .resolve(a.id, &id, BrokerOutcome::Answered(json!({})))
-        );
-        assert!(rt.broker.resolve(
-            late.id,
-            &id,
-            BrokerOutcome::Answered(json!({"decision": "accept"}))
-        ));
-        assert!(
-            !rt.broker
-                .resolve(b.id, &id, BrokerOutcome::Answered(json!({})))
-        );
-        let outcome = waiter.await.unwrap();
+        assert!(rt.broker.eligible(a.id, &wire).is_none());
+        rt.broker.send_to(&late, "apr_1", request).await;
+        assert_eq!(frame(&mut rx_late).await["id"], id);
         assert_eq!(
-            outcome,
-            BrokerOutcome::Answered(json!({"decision": "accept"}))
+            rt.broker.eligible(late.id, &wire).unwrap().approval_id,
+            "apr_1"
         );
-        let resolved = frame(&mut rx_b).await;
-        assert_eq!(resolved["method"], "serverRequest/resolved");
-        assert_eq!(resolved["params"]["requestId"], sent["id"]);
+        assert!(rt.broker.eligible(b.id, &wire).is_some());
+
+        // Exactly one finisher announces it.
+        assert_eq!(rt.broker.finish("apr_1"), Some((id, "t".to_owned())));
+        assert_eq!(rt.broker.finish("apr_1"), None);
+        assert!(rt.broker.eligible(b.id, &wire).is_none());
     }
 
     #[tokio::test]
-    async fn requests_time_out_and_are_withdrawn() {
+    async fn rows_announced_after_a_restart_are_not_live() {
         let dir = tempfile::tempdir().unwrap();
         let rt = Runtime::new(
             AppServerConfig::new(dir.path().into(), dir.path().into()),
             Arc::new(NoModels),
         );
-        let (_a, _rx) = connect(&rt);
-        let outcome = rt
-            .broker
-            .request(&rt, request(), Duration::from_millis(20))
-            .await;
-        assert_eq!(outcome, BrokerOutcome::TimedOut);
-        let waiter = {
-            let rt = rt.clone();
-            tokio::spawn(async move {
-                rt.broker
-                    .request(&rt, request(), Duration::from_secs(10))
-                    .await
-            })
-        };
-        crate::tests_support::eventually(|| rt.broker.pending_count() == 1).await;
-        assert_eq!(rt.broker.withdraw_thread("t").len(), 1);
-        assert_eq!(waiter.await.unwrap(), BrokerOutcome::Withdrawn);
+        let (a, mut rx) = connect(&rt);
+        rt.broker.send_to(&a, "apr_old", request).await;
+        let old = frame(&mut rx).await["id"].as_i64().unwrap();
+        let live = rt.broker.announce(&rt, "apr_new", request()).await;
+        assert_ne!(old, live);
+        assert_eq!(rt.broker.withdraw_live("t"), vec![live]);
+        assert_eq!(rt.broker.pending_count(), 1);
+        rt.broker.forget_thread("t");
+        assert_eq!(rt.broker.pending_count(), 0);
     }
 }

@@ -5,7 +5,10 @@
 //! Output is collected (capped) or streamed as `command/exec/outputDelta`;
 //! stdin can be streamed with `command/exec/write`. A timeout or
 //! `command/exec/terminate` sends SIGTERM to the group, then SIGKILL after
-//! [`KILL_GRACE`]. A pty (`tty: true`) is not supported yet.
+//! [`KILL_GRACE`]. With `tty: true` the process runs on a pseudo-terminal
+//! ([`crate::pty`]) of `size` (default 24×80): its output (stdout and
+//! stderr together) is reported as stdout, `command/exec/write` types into
+//! the terminal and `command/exec/resize` changes its size.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,7 +19,7 @@ use std::time::Duration;
 use base64::Engine;
 use keel_app_server_protocol::v2::{
     CommandExecOutputDeltaNotification, CommandExecOutputStream, CommandExecParams,
-    CommandExecResponse, ServerNotification,
+    CommandExecResponse, CommandExecTerminalSize, ServerNotification,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -41,6 +44,7 @@ const READ_CHUNK: usize = 16 * 1024;
 struct Entry {
     stdin: Option<mpsc::Sender<Vec<u8>>>,
     terminate: CancellationToken,
+    pty: Option<crate::pty::Master>,
 }
 
 /// The running processes, keyed by owner and `processId`.
@@ -81,6 +85,25 @@ impl ProcessTable {
                 .await
                 .map_err(|_| RpcError::invalid(format!("stdin of {process_id:?} is closed")))?;
         }
+        Ok(())
+    }
+
+    /// Changes the terminal size of a `tty` process.
+    pub fn resize(
+        &self,
+        owner: ConnectionId,
+        process_id: &str,
+        size: CommandExecTerminalSize,
+    ) -> Result<(), RpcError> {
+        let entries = self.lock();
+        let entry = entries
+            .get(&(owner, process_id.to_owned()))
+            .ok_or_else(|| RpcError::invalid(format!("no process {process_id:?}")))?;
+        let pty = entry
+            .pty
+            .as_ref()
+            .ok_or_else(|| RpcError::invalid(format!("process {process_id:?} has no tty")))?;
+        pty.resize(size)?;
         Ok(())
     }
 
@@ -135,11 +158,6 @@ pub fn start(
     default_cwd: PathBuf,
     params: CommandExecParams,
 ) -> Result<Running, RpcError> {
-    if params.tty {
-        return Err(RpcError::invalid(
-            "command/exec: tty is not supported by keel yet",
-        ));
-    }
     let Some(program) = params.command.first() else {
         return Err(RpcError::invalid("command/exec: command must not be empty"));
     };
@@ -162,18 +180,30 @@ pub fn start(
         .process_id
         .clone()
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(&params.command[1..])
-        .current_dir(&cwd)
-        .stdin(if params.stream_stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let pty = if params.tty {
+        Some(crate::pty::Pty::open(
+            params.size.unwrap_or(crate::pty::DEFAULT_SIZE),
+        )?)
+    } else {
+        None
+    };
+    let mut cmd = match &pty {
+        Some(pty) => crate::pty::command(program, &params.command[1..], &pty.slave)?,
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(&params.command[1..])
+                .stdin(if params.stream_stdin {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            cmd
+        }
+    };
+    cmd.current_dir(&cwd).kill_on_drop(true);
     for (k, v) in params.env.iter().flatten() {
         match v {
             Some(v) => cmd.env(k, v),
@@ -187,10 +217,22 @@ pub fn start(
         )));
     }
     let mut child = cmd.spawn()?;
+    // The child holds the terminal now: our copies of the slave must go,
+    // or reading the master never ends.
+    drop(cmd);
+    let master = pty.map(|p| p.master);
     let pid = child.id();
     let terminate = CancellationToken::new();
     let (stdin_tx, mut stdin_rx) = mpsc::channel::<Vec<u8>>(STDIN_CHANNEL_CAPACITY);
-    let stdin_task = child.stdin.take().map(|mut stdin| {
+    let stdin: Option<Box<dyn tokio::io::AsyncWrite + Send + Unpin>> = match &master {
+        Some(m) if params.stream_stdin => Some(Box::new(m.file()?)),
+        Some(_) => None,
+        None => child
+            .stdin
+            .take()
+            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>),
+    };
+    let stdin_task = stdin.map(|mut stdin| {
         tokio::spawn(async move {
             while let Some(chunk) = stdin_rx.recv().await {
                 if stdin.write_all(&chunk).await.is_err() {
@@ -204,6 +246,7 @@ pub fn start(
         Entry {
             stdin: params.stream_stdin.then_some(stdin_tx),
             terminate: terminate.clone(),
+            pty: master.clone(),
         },
     );
     let cap = if params.disable_output_cap {
@@ -254,10 +297,13 @@ pub fn start(
         })
     };
     let stdout = reader(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        match &master {
+            Some(m) => Some(Box::new(m.file()?) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            None => child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        },
         CommandExecOutputStream::Stdout,
     );
     let stderr = reader(

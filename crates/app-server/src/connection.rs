@@ -10,7 +10,7 @@ use std::sync::Arc;
 use keel_app_server_protocol::{Incoming, IncomingError, parse_incoming};
 use tokio::sync::mpsc;
 
-use crate::broker::BrokerOutcome;
+use crate::approvals::{self, Answer};
 use crate::dispatch;
 use crate::outbound::Connection;
 use crate::rpc_error::oversize;
@@ -74,14 +74,10 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
             }
         }
         Ok(Incoming::Response { id, result }) => {
-            runtime
-                .broker
-                .resolve(conn.id, &id, BrokerOutcome::Answered(result));
+            approvals::answer(runtime, conn, &id, Answer::Result(result)).await;
         }
         Ok(Incoming::Error { id, error }) => {
-            runtime
-                .broker
-                .resolve(conn.id, &id, BrokerOutcome::Refused(error));
+            approvals::answer(runtime, conn, &id, Answer::Error(error)).await;
         }
     }
 }

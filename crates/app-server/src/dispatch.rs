@@ -38,6 +38,9 @@ pub enum After {
     NotifyThread(String, Box<ServerNotification>),
     /// Send the thread's pending server requests to this connection.
     ReplayApprovals(String),
+    /// Notify these connections (a thread they were subscribed to was
+    /// unloaded).
+    NotifyConns(Vec<Arc<Connection>>, Box<ServerNotification>),
 }
 
 /// One request being handled.
@@ -88,7 +91,14 @@ pub async fn handle_request(
                 let _ = tx.send(());
             }
             After::NotifyThread(thread, n) => runtime.notify_thread(&thread, &n).await,
-            After::ReplayApprovals(thread) => runtime.broker.replay(&thread, conn).await,
+            After::ReplayApprovals(thread) => {
+                crate::approvals::replay(runtime, &thread, conn).await
+            }
+            After::NotifyConns(conns, n) => {
+                for c in conns {
+                    c.notify(&n).await;
+                }
+            }
         }
     }
 }
@@ -117,16 +127,23 @@ async fn route(
     if spec.stability == Stability::Experimental && !caps.experimental {
         return Err(RpcError::requires_experimental(method));
     }
-    use handlers::{command, fs, misc, thread, turn};
+    use handlers::{command, fs, misc, thread, thread_admin, turn};
     match method {
         "thread/start" => thread::start(ctx, parse(params)?).await,
         "thread/resume" => thread::resume(ctx, parse(params)?).await,
+        "thread/fork" => thread::fork(ctx, parse(params)?).await,
+        "thread/compact/start" => thread::compact_start(ctx, parse(params)?).await,
         "thread/list" => thread::list(ctx, parse(params)?).await,
         "thread/read" => thread::read(ctx, parse(params)?).await,
         "thread/turns/list" => thread::turns_list(ctx, parse(params)?).await,
         "thread/loaded/list" => thread::loaded_list(ctx, parse(params)?),
         "thread/name/set" => thread::name_set(ctx, parse(params)?).await,
         "thread/unsubscribe" => thread::unsubscribe(ctx, parse(params)?),
+        "thread/archive" => thread_admin::archive(ctx, parse(params)?).await,
+        "thread/unarchive" => thread_admin::unarchive(ctx, parse(params)?).await,
+        "thread/delete" => thread_admin::delete(ctx, parse(params)?).await,
+        "thread/metadata/update" => thread_admin::metadata_update(ctx, parse(params)?).await,
+        "thread/items/list" => thread_admin::items_list(ctx, parse(params)?).await,
         "turn/start" => turn::start(ctx, parse(params)?).await,
         "turn/steer" => turn::steer(ctx, parse(params)?).await,
         "turn/interrupt" => turn::interrupt(ctx, parse(params)?).await,
@@ -137,12 +154,15 @@ async fn route(
         "fs/createDirectory" => fs::create_directory(parse(params)?).await,
         "fs/remove" => fs::remove(parse(params)?).await,
         "fs/copy" => fs::copy(parse(params)?).await,
+        "fs/watch" => fs::watch(ctx, parse(params)?).await,
+        "fs/unwatch" => fs::unwatch(ctx, parse(params)?),
         "command/exec" => command::exec(ctx, parse(params)?),
         "command/exec/write" => command::write(ctx, parse(params)?).await,
         "command/exec/terminate" => command::terminate(ctx, parse(params)?),
+        "command/exec/resize" => command::resize(ctx, parse(params)?),
         "model/list" => misc::model_list(ctx, parse(params)?),
         "modelProvider/list" => misc::model_provider_list(ctx),
-        "config/read" => misc::config_read(ctx, parse(params)?),
+        "config/read" => misc::config_read(ctx, parse(params)?).await,
         "account/read" => misc::account_read(ctx),
         "skills/list" => misc::skills_list(ctx, parse(params)?),
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
@@ -155,12 +175,19 @@ pub const IMPLEMENTED: &[&str] = &[
     "initialize",
     "thread/start",
     "thread/resume",
+    "thread/fork",
+    "thread/compact/start",
     "thread/list",
     "thread/read",
     "thread/turns/list",
     "thread/loaded/list",
     "thread/name/set",
     "thread/unsubscribe",
+    "thread/archive",
+    "thread/unarchive",
+    "thread/delete",
+    "thread/metadata/update",
+    "thread/items/list",
     "turn/start",
     "turn/steer",
     "turn/interrupt",
@@ -171,9 +198,12 @@ pub const IMPLEMENTED: &[&str] = &[
     "fs/createDirectory",
     "fs/remove",
     "fs/copy",
+    "fs/watch",
+    "fs/unwatch",
     "command/exec",
     "command/exec/write",
     "command/exec/terminate",
+    "command/exec/resize",
     "model/list",
     "modelProvider/list",
     "config/read",

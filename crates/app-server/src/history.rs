@@ -118,6 +118,35 @@ pub fn turns_of(thread_id: &str, messages: &[Message], cwd: &Path) -> Vec<Turn> 
     turns
 }
 
+/// The id [`turns_of`] gives the turn in which the model made tool call
+/// `call_id` (for a request announced again after a restart).
+pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Option<String> {
+    let mut turns = 0usize;
+    let mut last_was_assistant = true;
+    for message in messages {
+        match message {
+            Message::User(_) => {
+                if turns == 0 || last_was_assistant {
+                    turns += 1;
+                }
+                last_was_assistant = false;
+            }
+            Message::Assistant(a) => {
+                last_was_assistant = true;
+                let calls = a
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::ToolCall { id, .. } if id == call_id));
+                if calls && turns > 0 {
+                    return Some(format!("{thread_id}-turn-{}", turns - 1));
+                }
+            }
+            Message::ToolResult(_) => {}
+        }
+    }
+    None
+}
+
 /// A turn's summary view: only its last agent message.
 pub fn summarize(mut turn: Turn) -> Turn {
     let last = turn

@@ -5,10 +5,14 @@
 //! connection's state and loop ([`connection`], [`outbound`]), request
 //! routing and gates ([`dispatch`]), handlers per resource ([`handlers`]),
 //! the shared runtime of threads and subscriptions ([`runtime`]), threads
-//! as keel sessions ([`sessions`], [`thread_state`], [`history`]), the
+//! as keel sessions ([`sessions`], [`thread_state`], [`history`],
+//! [`metadata`]), the
 //! per-thread event pump that turns core events into thread/turn/item
 //! notifications ([`pump`], [`items`], [`errors`]), the server-request
-//! broker ([`broker`]) and approvals as server requests ([`approvals`]).
+//! broker ([`broker`]), approvals as server requests through the approvals
+//! engine ([`approvals`]), the turn plan ([`plan`]) and `fs/watch`
+//! ([`watch`]); `command/exec` processes ([`commands`], on a pseudo-terminal
+//! with [`pty`]).
 //! JSON-RPC error codes are chosen in one place ([`rpc_error`]).
 //!
 //! Wire types come from `keel-app-server-protocol`. It must not know RPC
@@ -25,18 +29,23 @@ pub mod errors;
 pub mod handlers;
 pub mod history;
 pub mod items;
+pub mod metadata;
 pub mod outbound;
+pub mod plan;
+pub mod pty;
 pub mod pump;
 pub mod rpc_error;
 pub mod runtime;
 pub mod sessions;
 pub mod thread_state;
 pub mod transport;
+pub mod watch;
 
 #[cfg(test)]
 mod tests_support;
 
 pub use error::{Error, Result};
+pub use keel_app_server_protocol as protocol;
 pub use runtime::{AppServerConfig, ModelSource, Runtime};
 pub use transport::auth::{AuthMode, AuthPolicy, AuthSettings};
 pub use transport::network::NetworkServer;

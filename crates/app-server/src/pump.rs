@@ -22,7 +22,7 @@ use keel_app_server_protocol::v2::{
     TurnError, TurnItemsView, TurnNotification, TurnStatus,
 };
 use keel_protocol::{AgentEvent, AssistantMessageEvent, Message, StopReason, ToolResult, Usage};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::errors::turn_error;
 use crate::history::{error_if_failed, summarize};
@@ -30,20 +30,47 @@ use crate::items::{Ending, completed_item, result_text, started_item, user_input
 use crate::runtime::Runtime;
 use crate::thread_state::{ActiveTurn, LoadedThread, TURN_READY_WAIT};
 
-/// Runs until the session's event stream ends.
+/// What other tasks ask the pump to send, in order with the turn's events.
+#[derive(Debug)]
+pub enum Control {
+    /// A held tool call (core emits its start only once it is decided):
+    /// announce its item now; `done` fires once it is sent.
+    AnnounceHeld {
+        call_id: String,
+        tool: String,
+        args: serde_json::Value,
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// Room for control messages.
+pub const CONTROL_CAPACITY: usize = 16;
+
+/// Runs until the session's event stream ends. Core's events come first:
+/// a control message is handled once every event emitted before it is.
 pub async fn run(
     runtime: Arc<Runtime>,
     thread: Arc<LoadedThread>,
     mut events: mpsc::Receiver<AgentEvent>,
+    mut control: mpsc::Receiver<Control>,
 ) {
     let mut pump = Pump {
         runtime,
         thread,
         turn: None,
         usage_total: TokenUsageBreakdown::default(),
+        compaction_turn: false,
+        compaction_item: None,
     };
-    while let Some(event) = events.recv().await {
-        pump.on_event(event).await;
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => pump.on_event(event).await,
+                None => break,
+            },
+            Some(c) = control.recv() => pump.on_control(c).await,
+        }
     }
     if pump.turn.is_some() {
         pump.end_turn().await;
@@ -81,6 +108,10 @@ struct Pump {
     thread: Arc<LoadedThread>,
     turn: Option<TurnCtx>,
     usage_total: TokenUsageBreakdown,
+    /// The current turn was opened for a compaction (not a run).
+    compaction_turn: bool,
+    /// The `contextCompaction` item in progress.
+    compaction_item: Option<String>,
 }
 
 fn now_ms() -> i64 {
@@ -189,6 +220,42 @@ impl Pump {
             AgentEvent::QueueUpdate { .. }
             | AgentEvent::ThinkingLevelChanged { .. }
             | AgentEvent::ModelChanged { .. } => {}
+            AgentEvent::AutoCompactionStart { .. } => self.compaction_start().await,
+            AgentEvent::AutoCompactionEnd {
+                result,
+                error_message,
+                ..
+            } => self.compaction_end(result.is_some(), error_message).await,
+        }
+    }
+
+    /// A compaction began: a `contextCompaction` item, inside the running
+    /// turn or (asked for with `thread/compact/start`) in a turn of its own.
+    async fn compaction_start(&mut self) {
+        if self.turn.is_none() {
+            self.start_turn().await;
+            self.compaction_turn = true;
+        }
+        let id = self.next_item_id("compact");
+        self.compaction_item = Some(id.clone());
+        self.item_started(ThreadItem::ContextCompaction { id }, now_ms())
+            .await;
+    }
+
+    async fn compaction_end(&mut self, ok: bool, error: Option<String>) {
+        if let Some(id) = self.compaction_item.take() {
+            self.item_completed(ThreadItem::ContextCompaction { id })
+                .await;
+        }
+        let own_turn = std::mem::take(&mut self.compaction_turn);
+        if !ok
+            && own_turn
+            && let (Some(message), Some(t)) = (error, self.turn.as_mut())
+        {
+            t.error = Some(turn_error(None, &message));
+        }
+        if own_turn {
+            self.end_turn().await;
         }
     }
 
@@ -497,8 +564,41 @@ impl Pump {
         .await;
     }
 
+    async fn on_control(&mut self, control: Control) {
+        match control {
+            Control::AnnounceHeld {
+                call_id,
+                tool,
+                args,
+                done,
+            } => {
+                // Codex's order: a command's item after the status, a file
+                // change's before it.
+                let file = matches!(tool.as_str(), "write" | "edit");
+                if !file {
+                    self.send_status_if_changed().await;
+                }
+                self.tool_start(call_id, tool, args).await;
+                if file {
+                    self.send_status_if_changed().await;
+                }
+                let _ = done.send(());
+            }
+        }
+    }
+
     async fn tool_start(&mut self, call_id: String, tool: String, args: serde_json::Value) {
-        if self.turn.is_none() {
+        // Already announced while it waited for approval.
+        if self
+            .turn
+            .as_ref()
+            .is_none_or(|t| t.tools.contains_key(&call_id))
+        {
+            return;
+        }
+        if tool == crate::plan::PLAN_TOOL {
+            let turn_id = self.turn_id();
+            crate::plan::announce(&self.runtime, &self.thread, turn_id, &args).await;
             return;
         }
         let cwd = self.thread.state().cwd.clone();
@@ -515,8 +615,6 @@ impl Pump {
             );
         }
         self.item_started(item, started_ms).await;
-        self.thread.state().started_items.insert(call_id);
-        self.thread.item_started.notify_waiters();
     }
 
     async fn tool_update(&mut self, call_id: String, partial: ToolResult) {
@@ -609,12 +707,11 @@ impl Pump {
             let mut s = self.thread.state();
             let flag = s.active.as_ref().is_some_and(|t| t.interrupted);
             s.active = None;
-            s.started_items.clear();
             s.declined.clear();
             s.updated_at = chrono::Utc::now().timestamp();
             flag
         };
-        for id in self.runtime.broker.withdraw_thread(&self.thread.id) {
+        for id in self.runtime.broker.withdraw_live(&self.thread.id) {
             self.send(ServerNotification::ServerRequestResolved(
                 ServerRequestResolvedNotification {
                     thread_id: self.thread.id.clone(),

@@ -1,6 +1,7 @@
 //! The state shared by every connection of one server process: loaded
 //! threads, connections and their thread subscriptions, the server-request
-//! broker, and what the host provides (models, home). One runtime serves
+//! broker, the approvals engine on `$KEEL_HOME/keel.db` (opened on first
+//! use), and what the host provides (models, home). One runtime serves
 //! stdio, WebSocket and unix clients alike, so threads, subscriptions and
 //! approvals are shared, not per-connection.
 //!
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use keel_app_server_protocol::v2::ServerNotification;
 use keel_core::ModelInfo;
+use keel_core::keel_approvals::{ApprovalEngine, EngineConfig};
 use keel_llm::Provider;
 use keel_session_store::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +45,18 @@ pub trait ModelSource: Send + Sync {
     /// `error` with `willRetry: true`).
     fn retry_policy(&self) -> keel_core::RetryPolicy {
         keel_core::RetryPolicy::default()
+    }
+    /// Every model a client may pick (`model/list`): [`ModelSource::models`]
+    /// first, then the catalogue's models of the usable providers.
+    fn available(&self) -> Vec<ModelInfo> {
+        self.models()
+    }
+    /// What the catalogue knows about `id` served by `provider` (a
+    /// configured provider), with a warning for a model it does not know;
+    /// `None` when the provider is not configured.
+    fn lookup(&self, provider: &str, id: &str) -> Option<(ModelInfo, Option<String>)> {
+        let _ = (provider, id);
+        None
     }
 }
 
@@ -78,6 +92,10 @@ pub struct Runtime {
     pub store: SessionStore,
     pub broker: Broker,
     pub processes: Arc<ProcessTable>,
+    /// `fs/watch` watches of every connection.
+    pub watchers: crate::watch::Watchers,
+    /// The approvals engine, or why it could not be opened.
+    approvals: tokio::sync::OnceCell<Result<ApprovalEngine, String>>,
     threads: Mutex<HashMap<String, Arc<LoadedThread>>>,
     connections: Mutex<HashMap<ConnectionId, Arc<Connection>>>,
     /// thread id → subscribed connections.
@@ -99,12 +117,43 @@ impl Runtime {
             models,
             broker: Broker::new(),
             processes: Arc::new(ProcessTable::default()),
+            watchers: crate::watch::Watchers::default(),
+            approvals: tokio::sync::OnceCell::new(),
             threads: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
         })
+    }
+
+    /// The approvals engine on `$KEEL_HOME/keel.db` (held calls expire
+    /// after `approval_timeout`), or why it could not be opened: then every
+    /// tool call that would need a decision is denied, saying why.
+    pub async fn approvals(&self) -> Result<&ApprovalEngine, &str> {
+        self.approvals
+            .get_or_init(|| async {
+                let db = self.config.home.join("keel.db");
+                let config = EngineConfig {
+                    default_ttl: self.config.approval_timeout,
+                    ..EngineConfig::default()
+                };
+                ApprovalEngine::open_sqlite_with(
+                    &db,
+                    Arc::new(keel_core::keel_approvals::SystemClock),
+                    config,
+                )
+                .await
+                .map_err(|e| {
+                    let reason =
+                        format!("cannot open the approvals database {}: {e}", db.display());
+                    tracing::error!("{reason}");
+                    reason
+                })
+            })
+            .await
+            .as_ref()
+            .map_err(String::as_str)
     }
 
     pub fn next_connection_id(&self) -> ConnectionId {
@@ -115,14 +164,16 @@ impl Runtime {
         lock(&self.connections).insert(conn.id, conn);
     }
 
-    /// Forgets a closed connection: its subscriptions, its processes and
-    /// its eligibility for pending approvals (which stay pending).
+    /// Forgets a closed connection: its subscriptions, its processes, its
+    /// file watches and its eligibility for pending approvals (which stay
+    /// pending).
     pub async fn remove_connection(&self, id: ConnectionId) {
         lock(&self.connections).remove(&id);
         for subs in lock(&self.subscriptions).values_mut() {
             subs.remove(&id);
         }
         self.broker.connection_closed(id);
+        self.watchers.connection_closed(id);
         self.processes.kill_owned_by(id).await;
     }
 

@@ -43,8 +43,9 @@ pub const DEFAULT_APPROVAL_POLICY: AskForApproval =
     AskForApproval::Named(ApprovalPolicyName::OnRequest);
 
 /// Picks the model: the requested one (same provider as the default when
-/// only an id is given), else the default; an empty model when none is
-/// configured (turns then fail with a clear error).
+/// only an id is given; what the catalogue knows about it), else the
+/// default; an empty model when none is configured (turns then fail with a
+/// clear error).
 pub fn choose_model(runtime: &Runtime, id: Option<&str>, provider: Option<&str>) -> ModelInfo {
     let models = runtime.models.models();
     if let Some(id) = id.filter(|i| !i.is_empty()) {
@@ -53,6 +54,14 @@ pub fn choose_model(runtime: &Runtime, id: Option<&str>, provider: Option<&str>)
             .find(|m| m.id == id && provider.is_none_or(|p| p == m.provider))
         {
             return m.clone();
+        }
+        let default_provider = models.first().map(|m| m.provider.clone());
+        if let Some((m, _)) = provider
+            .map(str::to_owned)
+            .or(default_provider)
+            .and_then(|p| runtime.models.lookup(&p, id))
+        {
+            return m;
         }
         if let Some(default) = models.first() {
             let mut m = default.clone();
@@ -109,6 +118,18 @@ fn rfc3339_secs(ts: &str) -> Option<i64> {
         .map(|t| t.timestamp())
 }
 
+/// The warning for a model the catalogue does not know (sent with every
+/// turn on it, as Codex does).
+pub fn model_warning(runtime: &Runtime, model: &ModelInfo) -> Option<String> {
+    if model.id.is_empty() {
+        return None;
+    }
+    runtime
+        .models
+        .lookup(&model.provider, &model.id)
+        .and_then(|(_, warning)| warning)
+}
+
 /// The text of the first user message.
 pub fn preview_of(messages: &[Message]) -> String {
     messages
@@ -141,6 +162,7 @@ fn spawn_thread(
     id: String,
     writer: Option<SessionWriter>,
     history: Vec<Message>,
+    tree: Option<keel_session_store::SessionTree>,
     name: Option<String>,
     created_at: i64,
     opts: &OpenOptions,
@@ -159,6 +181,7 @@ fn spawn_thread(
     config.project_context = project_context(&cwd, opts.developer_instructions.as_deref());
     config.scratch_dir = runtime.config.home.join("tool-output");
     config.initial_messages = history.clone();
+    config.history = tree;
     config.retry = runtime.models.retry_policy();
     let log: Arc<dyn SessionLog> = match &writer {
         Some(w) => Arc::new(w.clone()),
@@ -166,7 +189,11 @@ fn spawn_thread(
     };
     let deps = SessionDeps {
         provider,
-        tools: builtin_tools(),
+        tools: {
+            let mut tools = builtin_tools();
+            tools.push(Arc::new(crate::plan::PlanTool));
+            tools
+        },
         fs: Arc::new(LocalFileSystem),
         process: Arc::new(LocalProcessRunner::default()),
         gate: Arc::new(AppServerGate::new(Arc::downgrade(runtime))),
@@ -199,14 +226,18 @@ fn spawn_thread(
         status: ThreadStatus::Idle,
         active: None,
         turns: Vec::new(),
-        session_grants: Default::default(),
-        started_items: Default::default(),
         declined: Default::default(),
     };
     let thread = Arc::new(LoadedThread::new(id, handle, writer, state, task));
     runtime.insert_thread(thread.clone());
-    let pump = tokio::spawn(crate::pump::run(runtime.clone(), thread.clone(), events));
-    thread.set_pump(pump);
+    let (control_tx, control_rx) = tokio::sync::mpsc::channel(crate::pump::CONTROL_CAPACITY);
+    let pump = tokio::spawn(crate::pump::run(
+        runtime.clone(),
+        thread.clone(),
+        events,
+        control_rx,
+    ));
+    thread.set_pump(pump, control_tx);
     Spawned { thread }
 }
 
@@ -216,6 +247,10 @@ pub async fn start_thread(
     opts: OpenOptions,
 ) -> Result<Arc<LoadedThread>, RpcError> {
     let cwd = resolve_cwd(runtime, opts.cwd.as_deref());
+    let mut opts = opts;
+    if opts.approval_policy.is_none() {
+        opts.approval_policy = Some(crate::approvals::default_policy(runtime, &cwd).await);
+    }
     let (id, writer) = if opts.ephemeral {
         (uuid::Uuid::now_v7().to_string(), None)
     } else {
@@ -231,6 +266,7 @@ pub async fn start_thread(
         id,
         writer,
         Vec::new(),
+        None,
         None,
         now_secs(),
         &opts,
@@ -285,6 +321,7 @@ pub async fn resume_thread(
         .await
         .map_err(|e| RpcError::internal(format!("cannot load session {}: {e}", path.display())))?;
     let history = loaded.messages();
+    let tree = loaded.tree();
     let name = loaded.name();
     let created = rfc3339_secs(&loaded.header.timestamp).unwrap_or_else(now_secs);
     let mut opts = opts;
@@ -299,6 +336,9 @@ pub async fn resume_thread(
         .clone()
         .map(|c| resolve_cwd(runtime, Some(&c)))
         .unwrap_or_else(|| PathBuf::from(&loaded.header.cwd));
+    if opts.approval_policy.is_none() {
+        opts.approval_policy = Some(crate::approvals::default_policy(runtime, &cwd).await);
+    }
     let writer = loaded
         .into_writer()
         .await
@@ -308,11 +348,135 @@ pub async fn resume_thread(
         id.to_owned(),
         Some(writer),
         history,
+        Some(tree),
         name,
         created,
         &opts,
         cwd,
         None,
+    );
+    Ok(spawned.thread)
+}
+
+/// The entry the fork of history turn `turn_id` (`<thread>-turn-<n>`, as
+/// [`crate::history::turns_of`] numbers them) ends with: the last entry
+/// before turn `n + 1` starts; `None` when the turn is the last one.
+fn fork_end(
+    thread_id: &str,
+    ctx: &keel_session_store::Context,
+    turn_id: &str,
+) -> Result<Option<String>, RpcError> {
+    let unknown = || RpcError::invalid(format!("unknown turn id: {turn_id}"));
+    let n: usize = turn_id
+        .strip_prefix(&format!("{thread_id}-turn-"))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(unknown)?;
+    let mut turn = None::<usize>;
+    let mut last_was_assistant = true;
+    for (i, m) in ctx.messages.iter().enumerate() {
+        match m {
+            Message::User(_) => {
+                if turn.is_none() || last_was_assistant {
+                    let next = turn.map_or(0, |t| t + 1);
+                    if next == n + 1 {
+                        return Ok(i.checked_sub(1).map(|p| ctx.entry_ids[p].clone()));
+                    }
+                    turn = Some(next);
+                }
+                last_was_assistant = false;
+            }
+            Message::Assistant(_) => last_was_assistant = true,
+            Message::ToolResult(_) => {}
+        }
+    }
+    if turn.is_some_and(|t| t >= n) {
+        Ok(None)
+    } else {
+        Err(unknown())
+    }
+}
+
+/// `thread/fork`: a new session file holding the source thread's active
+/// branch (through `last_turn_id` when given; entry ids kept), with the
+/// source recorded as its parent; then loaded like a resumed thread.
+pub async fn fork_thread(
+    runtime: &Arc<Runtime>,
+    source_id: &str,
+    path: Option<&str>,
+    last_turn_id: Option<&str>,
+    opts: OpenOptions,
+) -> Result<Arc<LoadedThread>, RpcError> {
+    let source_path = match path.filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => {
+            if let Some(t) = runtime.thread(source_id) {
+                if let Some(w) = &t.writer {
+                    w.flush().await.map_err(|e| {
+                        RpcError::internal(format!("cannot flush the source thread: {e}"))
+                    })?;
+                }
+                t.state()
+                    .path
+                    .clone()
+                    .ok_or_else(|| RpcError::invalid("an ephemeral thread cannot be forked"))?
+            } else {
+                find_session_file(runtime, source_id)
+                    .await
+                    .ok_or_else(|| RpcError::thread_not_found(source_id))?
+            }
+        }
+    };
+    let loaded = keel_session_store::load(&source_path).await.map_err(|e| {
+        RpcError::internal(format!(
+            "cannot load session {}: {e}",
+            source_path.display()
+        ))
+    })?;
+    let source_tree = loaded.tree();
+    let end = match last_turn_id {
+        Some(turn) => fork_end(&loaded.header.id, &source_tree.context(), turn)?,
+        None => source_tree.leaf().map(str::to_owned),
+    };
+    let branch: Vec<keel_session_store::Entry> = source_tree
+        .branch_to(end.as_deref())
+        .into_iter()
+        .cloned()
+        .collect();
+    let cwd = opts
+        .cwd
+        .clone()
+        .map(|c| resolve_cwd(runtime, Some(&c)))
+        .unwrap_or_else(|| PathBuf::from(&loaded.header.cwd));
+    let mut opts = opts;
+    if opts.model.is_none()
+        && let Some((provider, model)) = loaded.last_model()
+    {
+        opts.model = Some(model);
+        opts.model_provider = Some(provider);
+    }
+    let tree = keel_session_store::SessionTree::new(branch.clone(), Default::default(), end);
+    let history = tree.context().messages;
+    let (id, writer, tree) = if opts.ephemeral {
+        (uuid::Uuid::now_v7().to_string(), None, Some(tree))
+    } else {
+        let writer = runtime
+            .store
+            .create_with(&cwd, Some(source_path.display().to_string()), branch)
+            .await
+            .map_err(|e| RpcError::internal(format!("cannot create the session file: {e}")))?;
+        (writer.id().to_owned(), Some(writer), Some(tree))
+    };
+    let spawned = spawn_thread(
+        runtime,
+        id,
+        writer,
+        history,
+        tree,
+        loaded.name(),
+        now_secs(),
+        &opts,
+        cwd,
+        Some(loaded.header.id.clone()),
     );
     Ok(spawned.thread)
 }

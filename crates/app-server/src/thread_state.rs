@@ -14,7 +14,7 @@ use keel_app_server_protocol::v2::{
 };
 use keel_core::{ModelInfo, SessionHandle, shutdown_split};
 use keel_session_store::SessionWriter;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// How long the event pump waits for a `turn/start` response to be queued
@@ -54,10 +54,6 @@ pub struct ThreadState {
     pub active: Option<ActiveTurn>,
     /// Turns this process ran (newest last), summaries only.
     pub turns: Vec<Turn>,
-    /// `acceptForSession` grants: keys from [`crate::approvals::grant_key`].
-    pub session_grants: HashSet<String>,
-    /// Tool calls the pump has announced with `item/started`.
-    pub started_items: HashSet<String>,
     /// Tool calls a client declined.
     pub declined: HashSet<String>,
 }
@@ -68,8 +64,8 @@ pub struct LoadedThread {
     pub handle: SessionHandle,
     pub writer: Option<SessionWriter>,
     state: Mutex<ThreadState>,
-    /// Signalled whenever the pump announces a tool item.
-    pub item_started: Notify,
+    /// Asks the event pump for things only it may send (in order).
+    control: Mutex<Option<mpsc::Sender<crate::pump::Control>>>,
     task: Mutex<Option<JoinHandle<()>>>,
     pump: Mutex<Option<JoinHandle<()>>>,
 }
@@ -87,7 +83,7 @@ impl LoadedThread {
             handle,
             writer,
             state: Mutex::new(state),
-            item_started: Notify::new(),
+            control: Mutex::new(None),
             task: Mutex::new(Some(task)),
             pump: Mutex::new(None),
         }
@@ -97,9 +93,31 @@ impl LoadedThread {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn set_pump(&self, pump: JoinHandle<()>) {
+    pub fn set_pump(&self, pump: JoinHandle<()>, control: mpsc::Sender<crate::pump::Control>) {
         if let Ok(mut p) = self.pump.lock() {
             *p = Some(pump);
+        }
+        if let Ok(mut c) = self.control.lock() {
+            *c = Some(control);
+        }
+    }
+
+    /// Has the pump announce a held tool call's item (after every event
+    /// core emitted before it); returns once it is sent.
+    pub async fn announce_held(&self, call_id: &str, tool: &str, args: &serde_json::Value) {
+        let control = self.control.lock().ok().and_then(|c| c.clone());
+        let Some(control) = control else { return };
+        let (done, announced) = oneshot::channel();
+        let sent = control
+            .send(crate::pump::Control::AnnounceHeld {
+                call_id: call_id.to_owned(),
+                tool: tool.to_owned(),
+                args: args.clone(),
+                done,
+            })
+            .await;
+        if sent.is_ok() {
+            let _ = announced.await;
         }
     }
 

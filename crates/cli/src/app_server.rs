@@ -27,7 +27,10 @@ use crate::setup::{build_provider, model_info};
 
 /// Flags of `keel app-server`.
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AppServerArgs {
+    #[command(subcommand)]
+    pub command: Option<AppServerCommand>,
     /// Serve one client on stdin/stdout (the default; same as --listen stdio://).
     #[arg(long)]
     pub stdio: bool,
@@ -50,6 +53,28 @@ pub struct AppServerArgs {
     pub ws: WsAuthArgs,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `keel app-server <subcommand>`: keel's own schema of the protocol,
+/// generated from its Rust types (see docs/app-server.md).
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum AppServerCommand {
+    /// Write keel's JSON Schema of the protocol (draft-07) into DIR.
+    GenerateJsonSchema(SchemaArgs),
+    /// Write keel's TypeScript types of the protocol into DIR.
+    GenerateTs(SchemaArgs),
+}
+
+/// Flags of the schema subcommands.
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// The directory to write into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Accepted for compatibility with Codex; keel's schema has one profile
+    /// (it implements no experimental-only method).
+    #[arg(long)]
+    pub experimental: bool,
 }
 
 /// Auth of the `ws://` and `unix://` listeners (see docs/app-server.md).
@@ -106,7 +131,29 @@ impl WsAuthArgs {
     }
 }
 
+/// Writes the schema files; prints how many on stderr.
+#[allow(clippy::print_stderr)]
+fn generate(command: AppServerCommand) -> anyhow::Result<ExitCode> {
+    let (args, n) = match command {
+        AppServerCommand::GenerateJsonSchema(a) => {
+            let n = keel_app_server::protocol::export::write_json(&a.out)
+                .with_context(|| format!("cannot write into {}", a.out.display()))?;
+            (a, n)
+        }
+        AppServerCommand::GenerateTs(a) => {
+            let n = keel_app_server::protocol::export::write_ts(&a.out)
+                .with_context(|| format!("cannot write into {}", a.out.display()))?;
+            (a, n)
+        }
+    };
+    eprintln!("wrote {n} files into {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<ExitCode> {
+    if let Some(command) = args.command.clone() {
+        return generate(command);
+    }
     let listen = if args.stdio {
         Listen::Stdio
     } else {
@@ -127,6 +174,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         .first()
         .map(|m| m.retry)
         .unwrap_or(settings.retry);
+    let available = scope.available.iter().map(model_info).collect();
     let models = scope.scoped;
     let mut config = AppServerConfig::new(home, cwd);
     if let Some(n) = args.max_frame_bytes.filter(|n| *n > 0) {
@@ -139,7 +187,14 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {
         tracing::warn!("the --ws-* flags only apply to ws:// and unix:// listeners; ignored");
     }
-    let runtime = Runtime::new(config, Arc::new(CliModels { models, retry }));
+    let runtime = Runtime::new(
+        config,
+        Arc::new(CliModels {
+            models,
+            available,
+            retry,
+        }),
+    );
     match listen {
         Listen::Stdio => {
             keel_app_server::serve_stdio(runtime, tokio::io::stdin(), tokio::io::stdout()).await?;
@@ -192,6 +247,8 @@ async fn stop_signal() -> anyhow::Result<()> {
 /// The configured models, as the app-server sees them.
 struct CliModels {
     models: Vec<Resolved>,
+    /// `models`, then the catalogue's models of the usable providers.
+    available: Vec<ModelInfo>,
     retry: keel_core::RetryPolicy,
 }
 
@@ -235,5 +292,24 @@ impl ModelSource for CliModels {
 
     fn retry_policy(&self) -> keel_core::RetryPolicy {
         self.retry
+    }
+
+    fn available(&self) -> Vec<ModelInfo> {
+        self.available.clone()
+    }
+
+    fn lookup(&self, provider: &str, id: &str) -> Option<(ModelInfo, Option<String>)> {
+        let r = self
+            .models
+            .iter()
+            .find(|r| r.provider == provider && r.model == id)
+            .cloned()
+            .or_else(|| {
+                self.models
+                    .iter()
+                    .find(|r| r.provider == provider)
+                    .map(|r| r.for_model(id))
+            })?;
+        Some((model_info(&r), r.warning.clone()))
     }
 }

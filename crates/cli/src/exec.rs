@@ -51,6 +51,11 @@ pub struct ExecArgs {
     /// Do not save the session.
     #[arg(long, conflicts_with_all = ["session", "continue_"])]
     pub no_session: bool,
+    /// With --session or --continue: start a new session file that
+    /// continues from this entry of that session (its branch up to and
+    /// including the entry is copied; `keel sessions show` lists entry ids).
+    #[arg(long, value_name = "ENTRY_ID")]
+    pub fork_from: Option<String>,
     /// Which tool calls ask for approval in this run (default: the
     /// workspace's stored mode, else `outside`).
     #[arg(long, value_enum)]
@@ -78,7 +83,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     }
 
     let store = SessionStore::new(resolved.home.join("sessions"));
-    let (writer, history) = open_session(&store, &cwd, &args, &resolved).await?;
+    let (writer, history, tree) = open_session(&store, &cwd, &args, &resolved).await?;
     // Held calls are asked on the terminal when a person is there;
     // otherwise the run waits and says how to decide from elsewhere.
     let gate = approval_gate(&resolved.home, &cwd, args.approval_mode.map(Into::into)).await;
@@ -92,6 +97,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         thinking: resolved.thinking,
         writer: writer.as_ref(),
         history,
+        tree,
         retry: resolved.retry,
         gate,
     });
@@ -203,14 +209,25 @@ fn read_prompt(arg: Option<&str>) -> anyhow::Result<String> {
     Ok(prompt)
 }
 
+/// The session file to write to, the history to start from and the
+/// entries of a resumed or forked session.
+type Opened = (
+    Option<SessionWriter>,
+    Vec<Message>,
+    Option<keel_session_store::SessionTree>,
+);
+
 async fn open_session(
     store: &SessionStore,
     cwd: &Path,
     args: &ExecArgs,
     resolved: &Resolved,
-) -> anyhow::Result<(Option<SessionWriter>, Vec<Message>)> {
+) -> anyhow::Result<Opened> {
     if args.no_session {
-        return Ok((None, Vec::new()));
+        return Ok((None, Vec::new(), None));
+    }
+    if args.fork_from.is_some() && args.session.is_none() && !args.continue_ {
+        bail!("--fork-from needs the session to fork: add --session ID (or --continue)");
     }
     let existing = if let Some(id) = &args.session {
         Some(store.resolve(cwd, id).await?)
@@ -230,17 +247,56 @@ async fn open_session(
             let loaded = keel_session_store::load(&path)
                 .await
                 .with_context(|| format!("cannot load session {}", path.display()))?;
+            if let Some(entry) = &args.fork_from {
+                return fork(store, cwd, &loaded, entry, resolved).await;
+            }
             let history = loaded.messages();
+            let mut tree = loaded.tree();
             let changed_model =
                 loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
             let writer = loaded.into_writer().await?;
             if changed_model {
-                record_model(&writer, &resolved.provider, &resolved.model).await?;
+                tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
             }
-            return Ok((Some(writer), history));
+            return Ok((Some(writer), history, Some(tree)));
         }
         None => store.create(cwd, None).await?,
     };
     record_model(&writer, &resolved.provider, &resolved.model).await?;
-    Ok((Some(writer), Vec::new()))
+    Ok((Some(writer), Vec::new(), None))
+}
+
+/// A new session file holding `loaded`'s branch up to and including the
+/// entry `query` (an id or a unique id prefix), recording its parent.
+async fn fork(
+    store: &SessionStore,
+    cwd: &Path,
+    loaded: &keel_session_store::LoadedSession,
+    query: &str,
+    resolved: &Resolved,
+) -> anyhow::Result<Opened> {
+    let matches: Vec<&str> = loaded
+        .entries
+        .iter()
+        .map(|e| e.id.as_str())
+        .filter(|id| id.starts_with(query.trim()))
+        .collect();
+    let id = match matches.as_slice() {
+        [one] => (*one).to_owned(),
+        [] => bail!("no entry `{query}` in session {}", loaded.header.id),
+        _ => bail!(
+            "entry id prefix `{query}` is ambiguous in session {}",
+            loaded.header.id
+        ),
+    };
+    let source = loaded.tree();
+    let branch: Vec<keel_session_store::Entry> =
+        source.branch_to(Some(&id)).into_iter().cloned().collect();
+    let writer = store
+        .create_with(cwd, Some(loaded.path.display().to_string()), branch.clone())
+        .await?;
+    let mut tree = keel_session_store::SessionTree::new(branch, Default::default(), Some(id));
+    let history = tree.context().messages;
+    tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
+    Ok((Some(writer), history, Some(tree)))
 }

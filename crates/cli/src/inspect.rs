@@ -146,32 +146,36 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
     print_line("");
     print_line(&format!("[providers.{}]", r.provider));
     print_line(&format!("dialect = {:?}", r.conf.dialect.as_str()));
-    print_line(&format!("base_url = {:?}", r.base_url));
-    match &r.conf.api_key_env {
-        Some(name) => {
-            let state = match r.api_key() {
-                Some(key) => format!("set, {}", mask(&key)),
-                None => "not set".to_owned(),
-            };
-            print_line(&format!("api_key_env = {name:?}  # {state}"));
+    if r.conf.dialect.is_local() {
+        crate::models::show_local(&r);
+    } else {
+        print_line(&format!("base_url = {:?}", r.base_url));
+        match &r.conf.api_key_env {
+            Some(name) => {
+                let state = match r.api_key() {
+                    Some(key) => format!("set, {}", mask(&key)),
+                    None => "not set".to_owned(),
+                };
+                print_line(&format!("api_key_env = {name:?}  # {state}"));
+            }
+            None => print_line("# no API key (none needed)"),
         }
-        None => print_line("# no API key (none needed)"),
+        for (k, v) in &r.conf.headers {
+            print_line(&format!("headers.{k} = {:?}", mask_header(k, v)));
+        }
+        print_line(&format!(
+            "idle_timeout_secs = {}",
+            r.conf.idle_timeout.as_secs()
+        ));
+        print_line(&format!(
+            "connect_timeout_secs = {}",
+            r.conf.connect_timeout.as_secs()
+        ));
+        print_line(&format!(
+            "request_timeout_secs = {}",
+            r.conf.request_timeout.as_secs()
+        ));
     }
-    for (k, v) in &r.conf.headers {
-        print_line(&format!("headers.{k} = {:?}", mask_header(k, v)));
-    }
-    print_line(&format!(
-        "idle_timeout_secs = {}",
-        r.conf.idle_timeout.as_secs()
-    ));
-    print_line(&format!(
-        "connect_timeout_secs = {}",
-        r.conf.connect_timeout.as_secs()
-    ));
-    print_line(&format!(
-        "request_timeout_secs = {}",
-        r.conf.request_timeout.as_secs()
-    ));
     print_line("");
     let source = match r.matched {
         Match::Exact => "the catalogue's entry",

@@ -198,6 +198,51 @@ pub fn with_local_default(
     (model, provider)
 }
 
+/// The `[providers.NAME]` lines of `keel config show` for a local model.
+pub fn show_local(r: &crate::config::Resolved) {
+    let mut spec = r.conf.spec();
+    fill_model_path(&mut spec, &r.home, &r.model);
+    let l = &spec.local;
+    let state = if !keel_llm::local::AVAILABLE {
+        "  # this keel was built without local models (--features local)"
+    } else if l.model_path.is_file() {
+        ""
+    } else {
+        "  # not there: run `keel models pull`"
+    };
+    let lines = [
+        format!(
+            "model_path = {:?}{state}",
+            l.model_path.display().to_string()
+        ),
+        format!("context_size = {}", l.context_size),
+        format!(
+            "threads = {}{}",
+            l.effective_threads(),
+            if l.threads.is_none() {
+                "  # default"
+            } else {
+                ""
+            }
+        ),
+        format!("grammar = {:?}", grammar_name(l.grammar)),
+        format!("temperature = {}", l.temperature),
+    ];
+    #[allow(clippy::print_stdout)]
+    for line in lines {
+        println!("{line}");
+    }
+}
+
+fn grammar_name(mode: GrammarMode) -> &'static str {
+    match mode {
+        GrammarMode::Auto => "auto",
+        GrammarMode::CallFirst => "call-first",
+        GrammarMode::Required => "required",
+        GrammarMode::Off => "off",
+    }
+}
+
 /// The built-in provider of in-process models.
 pub const LOCAL_PROVIDER: &str = "local";
 

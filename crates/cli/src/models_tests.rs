@@ -134,3 +134,107 @@ fn packaged_models_and_paths() {
     );
     assert!(DEFAULT_MODEL.describe().contains("Apache-2.0"));
 }
+
+fn local(p: &str) -> bool {
+    p == "local" || p == "mine"
+}
+
+#[test]
+fn local_defaults_fill_in_provider_and_model() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let s = |x: &str| Some(x.to_owned());
+    // A model file alone means the local provider and the default id.
+    assert_eq!(
+        with_local_default(h, None, None, true, local),
+        (s(DEFAULT_MODEL.id), s("local"))
+    );
+    // A local provider without a model id gets the default id.
+    assert_eq!(
+        with_local_default(h, None, s("mine"), false, local),
+        (s(DEFAULT_MODEL.id), s("mine"))
+    );
+    assert_eq!(
+        with_local_default(h, None, s("openai"), false, local),
+        (None, s("openai"))
+    );
+    // Nothing configured and no model file: still nothing.
+    assert_eq!(
+        with_local_default(h, None, None, false, local),
+        (None, None)
+    );
+    // Nothing configured and the default file there: local, when built in.
+    std::fs::create_dir_all(models_dir(h)).unwrap();
+    std::fs::write(default_model_path(h), b"GGUF").unwrap();
+    let expected = if keel_llm::local::AVAILABLE {
+        (s(DEFAULT_MODEL.id), s("local"))
+    } else {
+        (None, None)
+    };
+    assert_eq!(with_local_default(h, None, None, false, local), expected);
+    // A model id without a provider is left to the usual error.
+    assert_eq!(
+        with_local_default(h, s("x"), None, false, local),
+        (s("x"), None)
+    );
+}
+
+#[test]
+fn local_settings_from_config() {
+    use crate::config::{ModelArgs, Settings};
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[model]\nprovider = \"local\"\n[providers.local]\ncontext_size = 16384\nthreads = 1\ngrammar = \"call-first\"\ntemperature = 0.2\n",
+    )
+    .unwrap();
+    let global = GlobalArgs {
+        home: Some(home.path().to_path_buf()),
+        log_file: None,
+    };
+    let settings = Settings::load(&global).unwrap();
+    let r = settings.resolve(&ModelArgs::default()).unwrap();
+    assert_eq!(
+        (r.provider.as_str(), r.model.as_str()),
+        ("local", DEFAULT_MODEL.id)
+    );
+    assert_eq!(r.entry.context_window, 16384);
+    assert_eq!(r.entry.cost, keel_llm::ModelCost::default());
+    let mut spec = r.conf.spec();
+    fill_model_path(&mut spec, &r.home, &r.model);
+    assert_eq!(spec.dialect, keel_llm::Dialect::Local);
+    assert_eq!(spec.local.model_path, default_model_path(home.path()));
+    assert_eq!(spec.local.context_size, 16384);
+    assert_eq!(spec.local.threads, Some(1));
+    assert_eq!(spec.local.grammar, GrammarMode::CallFirst);
+    // --model-path wins and keeps its file.
+    let args = ModelArgs {
+        model_path: Some("/m/other.gguf".into()),
+        ..ModelArgs::default()
+    };
+    let r = settings.resolve(&args).unwrap();
+    let mut spec = r.conf.spec();
+    fill_model_path(&mut spec, &r.home, &r.model);
+    assert_eq!(spec.local.model_path, Path::new("/m/other.gguf"));
+    // Bad values are errors naming the section.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[model]\nprovider = \"local\"\n[providers.local]\ngrammar = \"sometimes\"\n",
+    )
+    .unwrap();
+    let err = Settings::load(&global)
+        .unwrap()
+        .resolve(&ModelArgs::default())
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("[providers.local]"), "{err:#}");
+    // --model-path with a remote provider makes no sense.
+    let args = ModelArgs {
+        provider: Some("openai".into()),
+        model: Some("gpt-4.1".into()),
+        model_path: Some("/m/x.gguf".into()),
+        ..ModelArgs::default()
+    };
+    std::fs::write(home.path().join("config.toml"), "").unwrap();
+    let err = Settings::load(&global).unwrap().resolve(&args).unwrap_err();
+    assert!(err.to_string().contains("--model-path"), "{err}");
+}

@@ -118,6 +118,32 @@ impl Renderer {
                 ));
                 self.set_status("waiting to retry");
             }
+            AgentEvent::AutoCompactionStart { reason } => {
+                self.end_text_line();
+                self.line(&format!(
+                    "⟳ compacting the conversation ({})",
+                    reason.as_str()
+                ));
+                self.set_status("compacting");
+            }
+            AgentEvent::AutoCompactionEnd {
+                result,
+                aborted,
+                error_message,
+                ..
+            } => {
+                let text = match (result, error_message) {
+                    (Some(r), _) => format!(
+                        "✓ compacted: ~{} → ~{} tokens",
+                        r.tokens_before, r.tokens_after
+                    ),
+                    (None, Some(e)) => format!("✗ compaction failed: {}", one_line(e, 160)),
+                    (None, None) if *aborted => "✗ compaction aborted".to_owned(),
+                    (None, None) => "✗ compaction did not complete".to_owned(),
+                };
+                self.line(&text);
+                self.set_status("thinking");
+            }
             AgentEvent::AgentStart
             | AgentEvent::TurnEnd { .. }
             | AgentEvent::MessageStart { .. }

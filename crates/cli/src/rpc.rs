@@ -220,10 +220,11 @@ impl CliFactory {
         Option<SessionWriter>,
         Vec<keel_protocol::Message>,
         Option<String>,
+        Option<keel_session_store::SessionTree>,
     )> {
         if self.no_session {
             return match target {
-                OpenTarget::New { .. } => Ok((None, Vec::new(), None)),
+                OpenTarget::New { .. } => Ok((None, Vec::new(), None, None)),
                 OpenTarget::Resume(_) => {
                     bail!("sessions are not saved in this process (--no-session)")
                 }
@@ -243,19 +244,20 @@ impl CliFactory {
                 let history = loaded.messages();
                 let name = loaded.name();
                 let last = loaded.last_model();
+                let mut tree = loaded.tree();
                 let writer = loaded.into_writer().await?;
                 if let Some(m) = model
                     && last != Some((m.info.provider.clone(), m.info.id.clone()))
                 {
-                    record_model(&writer, &m.info.provider, &m.info.id).await?;
+                    tree.push(record_model(&writer, &m.info.provider, &m.info.id).await?);
                 }
-                return Ok((Some(writer), history, name));
+                return Ok((Some(writer), history, name, Some(tree)));
             }
         };
         if let Some(m) = model {
             record_model(&writer, &m.info.provider, &m.info.id).await?;
         }
-        Ok((Some(writer), history, name))
+        Ok((Some(writer), history, name, None))
     }
 }
 
@@ -294,7 +296,7 @@ impl SessionFactory for CliFactory {
             Some(m) => self.provider(m)?,
             None => Arc::new(Unconfigured),
         };
-        let (writer, history, name) = self
+        let (writer, history, name, tree) = self
             .writer(&target, model)
             .await
             .map_err(|e| format!("{e:#}"))?;
@@ -307,6 +309,7 @@ impl SessionFactory for CliFactory {
             thinking,
             writer: writer.as_ref(),
             history,
+            tree,
             retry: self.retry,
             gate: self.gate.clone(),
         });

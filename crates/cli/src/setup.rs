@@ -37,19 +37,19 @@ pub fn model_info(r: &Resolved) -> ModelInfo {
     r.model_info()
 }
 
-/// Appends a `model_change` entry.
+/// Appends a `model_change` entry (and returns it, for a tree that
+/// mirrors the file).
 pub async fn record_model(
     writer: &SessionWriter,
     provider: &str,
     model_id: &str,
-) -> anyhow::Result<()> {
-    writer
+) -> anyhow::Result<keel_session_store::Entry> {
+    Ok(writer
         .append(EntryBody::ModelChange {
             provider: provider.to_owned(),
             model_id: model_id.to_owned(),
         })
-        .await?;
-    Ok(())
+        .await?)
 }
 
 /// `AGENTS.md` (or `CLAUDE.md`) of the workspace, if present.
@@ -69,6 +69,9 @@ pub struct SessionSpec<'a> {
     /// The session file's writer; `None` keeps the session in memory.
     pub writer: Option<&'a SessionWriter>,
     pub history: Vec<Message>,
+    /// The entries of a resumed or forked session file (context with
+    /// compactions, branching); `None` for a new session.
+    pub tree: Option<keel_session_store::SessionTree>,
     pub retry: RetryPolicy,
     /// The approval gate every tool call passes (see [`approval_gate`]).
     pub gate: Arc<dyn ApprovalGate>,
@@ -104,6 +107,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
     config.project_context = project_context(spec.cwd);
     config.scratch_dir = scratch_dir(spec.home);
     config.initial_messages = spec.history;
+    config.history = spec.tree;
     config.retry = spec.retry;
     let log: Arc<dyn SessionLog> = match spec.writer {
         Some(w) => Arc::new(w.clone()),

@@ -1,11 +1,12 @@
 //! Per-session configuration: the model (with what the catalogue knows
-//! about it), the workspace, queue modes, retries.
+//! about it), the workspace, queue modes, retries, compaction.
 
 use std::path::PathBuf;
 
 use keel_llm::{InputModality, ModelCost, ModelEntry};
 use keel_protocol::{InterruptMode, Message, QueueMode, ThinkingLevel, Usage};
 
+pub use crate::compaction::CompactionSettings;
 pub use crate::retry::RetryPolicy;
 
 /// Price per million tokens, in US dollars.
@@ -128,10 +129,16 @@ pub struct SessionConfig {
     pub steering_mode: QueueMode,
     pub follow_up_mode: QueueMode,
     pub interrupt_mode: InterruptMode,
-    /// History restored from a session file.
+    /// History restored from a session file (ignored when `history` is set).
     pub initial_messages: Vec<Message>,
+    /// The entry tree restored from a session file: the loop keeps it in
+    /// memory, builds the context from its active branch (compactions
+    /// applied) and branches in it.
+    pub history: Option<keel_session_store::SessionTree>,
     /// Automatic retries of failed model calls.
     pub retry: RetryPolicy,
+    /// When and how the conversation is compacted.
+    pub compaction: CompactionSettings,
 }
 
 impl SessionConfig {
@@ -150,7 +157,9 @@ impl SessionConfig {
             follow_up_mode: QueueMode::OneAtATime,
             interrupt_mode: InterruptMode::Immediate,
             initial_messages: Vec::new(),
+            history: None,
             retry: RetryPolicy::default(),
+            compaction: CompactionSettings::default(),
         }
     }
 }

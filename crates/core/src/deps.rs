@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use keel_session_store::{EntryBody, SessionWriter};
+use keel_session_store::{Entry, EntryBody, SessionWriter};
 use serde_json::Value;
 
 use crate::{Error, Result};
@@ -145,6 +145,20 @@ impl Clock for SystemClock {
 pub trait SessionLog: Send + Sync {
     async fn append(&self, body: EntryBody) -> Result<()>;
     async fn flush(&self) -> Result<()>;
+
+    /// Appends an entry and returns it as written (`id`, `parentId`) when
+    /// the log assigns ids; `None` when it keeps none (the loop then mints
+    /// one for its own tree).
+    async fn append_entry(&self, body: EntryBody) -> Result<Option<Entry>> {
+        self.append(body).await.map(|()| None)
+    }
+
+    /// Moves the leaf: the next entry follows `entry_id` (`None`: a new
+    /// root). Used to branch and to leave a failed message off the branch.
+    async fn set_leaf(&self, entry_id: Option<String>) -> Result<()> {
+        let _ = entry_id;
+        Ok(())
+    }
 }
 
 #[async_trait::async_trait]
@@ -153,6 +167,17 @@ impl SessionLog for SessionWriter {
         SessionWriter::append(self, body)
             .await
             .map(|_| ())
+            .map_err(|e| Error::Log(e.to_string()))
+    }
+    async fn append_entry(&self, body: EntryBody) -> Result<Option<Entry>> {
+        SessionWriter::append(self, body)
+            .await
+            .map(Some)
+            .map_err(|e| Error::Log(e.to_string()))
+    }
+    async fn set_leaf(&self, entry_id: Option<String>) -> Result<()> {
+        SessionWriter::set_leaf(self, entry_id)
+            .await
             .map_err(|e| Error::Log(e.to_string()))
     }
     async fn flush(&self) -> Result<()> {

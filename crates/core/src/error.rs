@@ -12,6 +12,13 @@ pub enum Error {
     /// The session log failed.
     #[error("session log: {0}")]
     Log(String),
+    /// Compacting the conversation failed or was aborted; the session is
+    /// as it was.
+    #[error("{0}")]
+    Compaction(String),
+    /// An entry id that cannot be used for what was asked.
+    #[error("{0}")]
+    InvalidEntry(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -21,10 +21,12 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod assemble;
+pub mod compaction;
 mod config;
 mod deps;
 mod engine_gate;
 mod error;
+mod history;
 pub mod prompt;
 mod queue;
 mod retry;
@@ -35,6 +37,7 @@ mod tool_exec;
 #[cfg(test)]
 mod tests;
 
+pub use compaction::CompactionSettings;
 pub use config::{ModelInfo, ModelPricing, SessionConfig};
 pub use deps::{
     AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, SessionLog, SystemClock,
@@ -44,6 +47,7 @@ pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, workspace_key,
 };
 pub use error::{Error, Result};
+pub use history::{ContextUsage, SessionStats, TokenTotals, context_tokens, estimate_tokens};
 pub use keel_approvals;
 pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, RetryPolicy};
 pub use session::{

@@ -19,13 +19,21 @@
 //! then a new `message_start` for the next attempt; `auto_retry_end`
 //! comes before the final `message_end`. The run still ends with one
 //! `agent_end`.
+//!
+//! Before each model call the context is compacted when it has passed the
+//! threshold (`auto_compaction_start/end` inside the turn; an abort then
+//! ends the turn with an aborted message). A call that fails with
+//! `contextWindowExceeded` ends its turn; the failed message is left off
+//! the branch, the conversation is compacted (`willRetry: true`) and a new
+//! turn makes the call again, once per run.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use keel_llm::{ErrorKind, ModelRequest};
 use keel_protocol::{
-    AgentEvent, AssistantMessage, ContentBlock, Message, StopReason, UserInput, UserMessage,
+    AgentEvent, AssistantMessage, CompactionReason, ContentBlock, Message, StopReason, UserInput,
+    UserMessage,
 };
 use keel_session_store::EntryBody;
 use tokio::sync::mpsc;
@@ -53,18 +61,31 @@ impl RunCtx {
     /// Appends a message to the history and the session log, then announces
     /// its end.
     pub async fn commit_message(&self, message: Message) {
+        self.commit_entry(message).await;
+    }
+
+    /// [`commit_message`](Self::commit_message), returning the id of the
+    /// message's session entry.
+    pub async fn commit_entry(&self, message: Message) -> Option<String> {
         lock(&self.shared).messages.push(message.clone());
-        if let Err(e) = self
-            .deps
-            .log
-            .append(EntryBody::Message {
+        let recorded = crate::history::record(
+            &self.shared,
+            self.deps.log.as_ref(),
+            self.deps.clock.as_ref(),
+            EntryBody::Message {
                 message: message.clone(),
-            })
-            .await
-        {
-            tracing::error!(error = %e, "appending to the session log failed");
-        }
+            },
+        )
+        .await;
+        let id = match recorded {
+            Ok(entry) => Some(entry.id),
+            Err(e) => {
+                tracing::error!(error = %e, "appending to the session log failed");
+                lock(&self.shared).tree.leaf().map(str::to_owned)
+            }
+        };
         self.emit(AgentEvent::MessageEnd { message }).await;
+        id
     }
 
     pub async fn flush_log(&self) {
@@ -95,6 +116,9 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
     };
     let mut pending: Vec<Message> = context.into_iter().map(|m| ctx.user_message(m)).collect();
     pending.push(ctx.user_message(prompt));
+    // A call that overflowed the context is made again once per run, after
+    // compacting.
+    let mut overflow_retried = false;
 
     'outer: loop {
         loop {
@@ -107,8 +131,53 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
                 ctx.commit_message(message).await;
             }
 
-            let assistant = stream_assistant(&ctx, &cancel).await;
+            let assistant = if crate::compaction::due(&ctx, 0)
+                && crate::compaction::run(
+                    &ctx,
+                    CompactionReason::Threshold,
+                    None,
+                    &cancel,
+                    None,
+                    false,
+                )
+                .await
+                    == Err(crate::compaction::CompactError::Aborted)
+            {
+                let builder = start_message(&ctx).await;
+                finish_message(&ctx, builder, Some(Failure::Aborted), None).await
+            } else {
+                stream_assistant(&ctx, &cancel).await
+            };
             let stop = assistant.stop_reason;
+            if stop == StopReason::Error
+                && !overflow_retried
+                && !cancel.is_cancelled()
+                && assistant.message.error_kind.as_deref()
+                    == Some(ErrorKind::ContextWindowExceeded.as_wire())
+                && lock(&ctx.shared).auto_compaction
+            {
+                overflow_retried = true;
+                ctx.flush_log().await;
+                ctx.emit(AgentEvent::TurnEnd {
+                    message: Message::Assistant(assistant.message.clone()),
+                    tool_results: Vec::new(),
+                })
+                .await;
+                let compacted = crate::compaction::run(
+                    &ctx,
+                    CompactionReason::Overflow,
+                    None,
+                    &cancel,
+                    assistant.entry_id.as_deref(),
+                    true,
+                )
+                .await;
+                if compacted.is_ok() && !cancel.is_cancelled() {
+                    continue;
+                }
+                lock(&ctx.shared).running = false;
+                break 'outer;
+            }
             let calls: Vec<_> = assistant
                 .tool_calls()
                 .into_iter()
@@ -199,6 +268,8 @@ pub(crate) fn effective_system_prompt(
 /// The finished assistant message and what was wrong with its tool calls.
 pub(crate) struct StreamedAssistant {
     pub message: AssistantMessage,
+    /// The session entry the message was written as.
+    pub entry_id: Option<String>,
     pub stop_reason: StopReason,
     pub invalid_args: std::collections::HashMap<String, String>,
 }
@@ -383,10 +454,12 @@ async fn finish_message(
     let pricing = lock(&ctx.shared).config.model.pricing;
     pricing.apply(&mut builder.message.usage);
     let stop_reason = builder.message.stop_reason;
-    ctx.commit_message(Message::Assistant(builder.message.clone()))
+    let entry_id = ctx
+        .commit_entry(Message::Assistant(builder.message.clone()))
         .await;
     StreamedAssistant {
         message: builder.message,
+        entry_id,
         stop_reason,
         invalid_args: builder.invalid_args,
     }

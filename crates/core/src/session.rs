@@ -70,6 +70,20 @@ pub(crate) struct Shared {
     /// The user aborted the current run (as opposed to a shutdown): calls
     /// its turn waits on are cancelled, not left pending.
     pub abort_requested: bool,
+    /// Every entry of the session (a mirror of the log) and the leaf;
+    /// `messages` is the context of its active branch.
+    pub tree: keel_session_store::SessionTree,
+    /// Index of the first message of `messages` written after the latest
+    /// compaction (usage reported before it is stale).
+    pub fresh_from: usize,
+    /// Keeps the tree's order the log's order.
+    pub record_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Whether the conversation is compacted automatically.
+    pub auto_compaction: bool,
+    /// Cancels the compaction asked for with [`SessionHandle::compact`].
+    pub compacting: Option<CancellationToken>,
+    /// A compaction (automatic or asked for) is running.
+    pub is_compacting: bool,
 }
 
 pub(crate) type SharedState = Arc<Mutex<Shared>>;
@@ -100,6 +114,10 @@ pub struct SessionSnapshot {
     pub auto_retry_enabled: bool,
     /// Whether a run is waiting before a retry.
     pub is_retrying: bool,
+    /// Whether the conversation is compacted automatically.
+    pub auto_compaction_enabled: bool,
+    /// Whether a compaction is running.
+    pub is_compacting: bool,
 }
 
 /// Which queue [`SessionHandle::enqueue_or_start`] uses while a run streams.
@@ -142,7 +160,7 @@ impl SessionHandle {
             Op::Prompt(input) => {
                 {
                     let mut s = lock(&self.shared);
-                    if s.running {
+                    if s.running || s.compacting.is_some() {
                         return Err(Error::Busy);
                     }
                     s.running = true;
@@ -159,7 +177,14 @@ impl SessionHandle {
                 self.enqueue(input, QueueKind::FollowUp).await;
                 Ok(())
             }
-            op @ (Op::Abort | Op::Shutdown) => self.ops.send(op).await.map_err(|_| Error::Closed),
+            op @ (Op::Abort | Op::Shutdown) => {
+                if matches!(op, Op::Abort)
+                    && let Some(compaction) = lock(&self.shared).compacting.clone()
+                {
+                    compaction.cancel();
+                }
+                self.ops.send(op).await.map_err(|_| Error::Closed)
+            }
             Op::SetSteeringMode { mode } => {
                 lock(&self.shared).queues.steering_mode = mode;
                 Ok(())
@@ -212,6 +237,9 @@ impl SessionHandle {
         }
         let queued = {
             let mut s = lock(&self.shared);
+            if s.compacting.is_some() {
+                return Err(Error::Busy);
+            }
             if s.running {
                 match kind {
                     QueueKind::Steer => s.queues.steering.push_back(input),
@@ -288,7 +316,13 @@ impl SessionHandle {
     }
 
     async fn log(&self, body: EntryBody) -> Result<()> {
-        self.deps.log.append(body).await?;
+        crate::history::record(
+            &self.shared,
+            self.deps.log.as_ref(),
+            self.deps.clock.as_ref(),
+            body,
+        )
+        .await?;
         self.deps.log.flush().await
     }
 
@@ -331,6 +365,12 @@ impl SessionHandle {
     /// session (from the next failure on).
     pub fn set_auto_retry(&self, enabled: bool) {
         lock(&self.shared).auto_retry = enabled;
+    }
+
+    /// Moves the session to another working directory: tool calls and the
+    /// system prompt use it from the next model call on.
+    pub fn set_cwd(&self, cwd: PathBuf) {
+        lock(&self.shared).config.cwd = cwd;
     }
 
     /// Gives up the retry a run is waiting for: the run ends with the error
@@ -397,6 +437,8 @@ impl SessionHandle {
             todos: s.todos.clone(),
             auto_retry_enabled: s.auto_retry,
             is_retrying: s.retry_wait.is_some(),
+            auto_compaction_enabled: s.auto_compaction,
+            is_compacting: s.is_compacting,
         }
     }
 
@@ -408,6 +450,94 @@ impl SessionHandle {
     /// The conversation so far.
     pub fn messages(&self) -> Vec<Message> {
         lock(&self.shared).messages.clone()
+    }
+
+    /// Turns automatic compaction (threshold and overflow) on or off.
+    pub fn set_auto_compaction(&self, enabled: bool) {
+        lock(&self.shared).auto_compaction = enabled;
+    }
+
+    /// Compacts the conversation now (`custom_instructions`: what the
+    /// summary should focus on), announced with `auto_compaction_start/end`
+    /// (reason `manual`). The session must be idle; `Op::Abort` cancels it.
+    /// A failure leaves the session as it was.
+    pub async fn compact(
+        &self,
+        custom_instructions: Option<String>,
+    ) -> Result<keel_protocol::CompactionResult> {
+        let cancel = {
+            let mut s = lock(&self.shared);
+            if s.running || s.compacting.is_some() {
+                return Err(Error::Busy);
+            }
+            let cancel = CancellationToken::new();
+            s.compacting = Some(cancel.clone());
+            cancel
+        };
+        let Some(events) = self.events.upgrade() else {
+            lock(&self.shared).compacting = None;
+            return Err(Error::Closed);
+        };
+        let ctx = RunCtx {
+            shared: self.shared.clone(),
+            deps: self.deps.clone(),
+            events,
+        };
+        let outcome = crate::compaction::run(
+            &ctx,
+            keel_protocol::CompactionReason::Manual,
+            custom_instructions.as_deref(),
+            &cancel,
+            None,
+            false,
+        )
+        .await;
+        lock(&self.shared).compacting = None;
+        outcome.map_err(|e| Error::Compaction(e.message()))
+    }
+
+    /// The user messages on the active branch one can branch from:
+    /// `(entry id, text)`, oldest first.
+    pub fn branch_messages(&self) -> Vec<(String, String)> {
+        lock(&self.shared).tree.user_messages()
+    }
+
+    /// Continues from before the user message `entry_id` (in the same
+    /// session file): the leaf moves to its parent and the context follows.
+    /// Returns the message's text, for the host to edit and send again. The
+    /// session must be idle.
+    pub async fn branch(&self, entry_id: &str) -> Result<String> {
+        {
+            let s = lock(&self.shared);
+            if s.running || s.compacting.is_some() {
+                return Err(Error::Busy);
+            }
+        }
+        let (text, parent) = crate::history::branch_point(&self.shared, entry_id)?;
+        let from = lock(&self.shared).tree.leaf().map(str::to_owned);
+        crate::history::move_leaf(&self.shared, self.deps.log.as_ref(), parent).await?;
+        // A marker after the branch point, so a reload continues here.
+        self.log(EntryBody::Branch { from_id: from }).await?;
+        Ok(text)
+    }
+
+    /// The session's entries in memory (the active branch's leaf included).
+    pub fn tree(&self) -> keel_session_store::SessionTree {
+        lock(&self.shared).tree.clone()
+    }
+
+    /// Messages by role, tool calls, tokens, cost and context usage.
+    pub fn stats(&self) -> crate::history::SessionStats {
+        crate::history::stats(&self.shared)
+    }
+
+    /// How full the model's window is.
+    pub fn context_usage(&self) -> crate::history::ContextUsage {
+        let s = lock(&self.shared);
+        crate::history::ContextUsage::new(
+            crate::history::context_tokens(&s.messages, s.fresh_from),
+            s.config.model.context_window,
+        )
     }
 
     /// Text of the last assistant message, if any.
@@ -439,8 +569,21 @@ impl Session {
         let (events_tx, events_rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
         let queues = Queues::new(config.steering_mode, config.follow_up_mode);
         let deps = Arc::new(deps);
+        let tree = config.history.take().unwrap_or_default();
+        let (messages, fresh_from) = if tree.entries().is_empty() {
+            (config.initial_messages.clone(), 0)
+        } else {
+            let ctx = tree.context();
+            (ctx.messages, ctx.fresh_from)
+        };
         let shared = Arc::new(Mutex::new(Shared {
-            messages: config.initial_messages.clone(),
+            messages,
+            tree,
+            fresh_from,
+            record_lock: Arc::default(),
+            auto_compaction: config.compaction.enabled,
+            compacting: None,
+            is_compacting: false,
             session_name: None,
             queues,
             running: false,

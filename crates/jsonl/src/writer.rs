@@ -1,9 +1,11 @@
 //! Writing frames: one JSON value per line.
 //!
 //! Owns serialising values as compact JSON, appending the LF and flushing
-//! (after each burst of frames, so a host sees every frame promptly). It
-//! does not decide which frames exist or their order beyond first come,
-//! first written.
+//! (after each burst of frames, so a host sees every frame promptly). A
+//! frame and its LF, and the frames of one burst, go out in one write: on
+//! tokio's stdout every write is a trip through the blocking pool. It does
+//! not decide which frames exist or their order beyond first come, first
+//! written.
 
 use serde::Serialize;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -12,14 +14,24 @@ use tokio::task::JoinHandle;
 
 use crate::{Error, Result, WRITE_CHANNEL_CAPACITY};
 
+/// A burst is written once it holds this many bytes.
+const BURST_BYTES: usize = 64 * 1024;
+/// The burst buffer is given back to the allocator above this capacity.
+const KEEP_CAPACITY: usize = 256 * 1024;
+
 /// Writes frames to an `AsyncWrite`.
 pub struct FrameWriter<W> {
     inner: W,
+    /// Frames (each with its LF) not yet handed to `inner`.
+    queued: Vec<u8>,
 }
 
 impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     pub fn new(writer: W) -> Self {
-        Self { inner: writer }
+        Self {
+            inner: writer,
+            queued: Vec::new(),
+        }
     }
 
     /// Writes one frame (its LF is added). Does not flush.
@@ -27,8 +39,25 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         if frame.contains(&b'\n') {
             return Err(Error::EmbeddedNewline);
         }
-        self.inner.write_all(frame).await?;
-        self.inner.write_all(b"\n").await?;
+        self.queue(frame);
+        self.write_queued().await
+    }
+
+    /// Appends a frame known to hold no LF to the pending burst.
+    fn queue(&mut self, frame: &[u8]) {
+        self.queued.reserve(frame.len() + 1);
+        self.queued.extend_from_slice(frame);
+        self.queued.push(b'\n');
+    }
+
+    /// Hands the pending burst to the writer in one write.
+    async fn write_queued(&mut self) -> Result<()> {
+        let written = self.inner.write_all(&self.queued).await;
+        self.queued.clear();
+        if self.queued.capacity() > KEEP_CAPACITY {
+            self.queued = Vec::new();
+        }
+        written?;
         Ok(())
     }
 
@@ -77,13 +106,20 @@ where
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(WRITE_CHANNEL_CAPACITY);
     let task = tokio::spawn(async move {
         let mut out = FrameWriter::new(writer);
+        // Senders refuse frames with an LF, so frames are queued unchecked.
         while let Some(frame) = rx.recv().await {
-            out.write_frame(&frame).await?;
-            // Flush once the burst is written.
-            while let Ok(next) = rx.try_recv() {
-                out.write_frame(&next).await?;
+            out.queue(&frame);
+            // Everything already waiting joins the burst, then one write
+            // and one flush.
+            while out.queued.len() < BURST_BYTES
+                && let Ok(next) = rx.try_recv()
+            {
+                out.queue(&next);
             }
-            out.flush().await?;
+            out.write_queued().await?;
+            if rx.is_empty() {
+                out.flush().await?;
+            }
         }
         out.flush().await
     });

@@ -7,320 +7,324 @@
 //! the model). They make no network calls.
 #![cfg(feature = "local")]
 
-use std::path::PathBuf;
-use std::time::Duration;
+// In a `cfg(test)` module: the workspace lints allow unwrap/expect there.
+#[cfg(test)]
+mod model {
+    use std::path::PathBuf;
+    use std::time::Duration;
 
-use futures::StreamExt;
-use keel_llm::local::{GrammarMode, LocalProvider, LocalSpec};
-use keel_llm::{ErrorKind, ModelEvent, ModelRequest, Provider, ProviderSpec, Result};
-use keel_protocol::{
-    AssistantMessage, ContentBlock, Message, StopReason, ThinkingLevel, ToolResultMessage,
-    ToolSpec, Usage, UserMessage,
-};
-use serde_json::json;
-use tokio_util::sync::CancellationToken;
+    use futures::StreamExt;
+    use keel_llm::local::{GrammarMode, LocalProvider, LocalSpec};
+    use keel_llm::{ErrorKind, ModelEvent, ModelRequest, Provider, ProviderSpec, Result};
+    use keel_protocol::{
+        AssistantMessage, ContentBlock, Message, StopReason, ThinkingLevel, ToolResultMessage,
+        ToolSpec, Usage, UserMessage,
+    };
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
 
-const SMALL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+    const SMALL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 
-/// The small model, or `None` (with a message) when it is not there.
-fn small_model() -> Option<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("KEEL_TEST_MODEL") {
-        candidates.push(PathBuf::from(p));
-    }
-    if let Some(h) = std::env::var_os("KEEL_HOME") {
-        candidates.push(PathBuf::from(h).join("models").join(SMALL_FILE));
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        candidates.push(PathBuf::from(h).join(".keel/models").join(SMALL_FILE));
-    }
-    let found = candidates.iter().find(|p| p.is_file()).cloned();
-    if found.is_none() {
-        eprintln!(
-            "SKIPPED: the small local model is not there (tried {candidates:?}); run `keel models pull --small` or set KEEL_TEST_MODEL"
-        );
-    }
-    found
-}
-
-fn spec(path: PathBuf) -> LocalSpec {
-    LocalSpec {
-        context_size: 4096,
-        ..LocalSpec::new(path)
-    }
-}
-
-fn user(text: &str) -> Message {
-    Message::User(UserMessage {
-        content: vec![ContentBlock::text(text)],
-        timestamp: 0,
-    })
-}
-
-fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, max: u64) -> ModelRequest {
-    ModelRequest {
-        model: "qwen2.5-coder-0.5b-instruct".into(),
-        system_prompt: "You are a helpful coding assistant.".into(),
-        messages,
-        tools,
-        thinking_level: ThinkingLevel::Off,
-        max_output_tokens: Some(max),
-    }
-}
-
-fn write_tool() -> ToolSpec {
-    ToolSpec {
-        name: "write".into(),
-        description: "Write a file.".into(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "description": "The file's content."},
-                "path": {"type": "string", "description": "The file to write."},
-            },
-            "required": ["content", "path"],
-        }),
-    }
-}
-
-async fn collect(provider: &LocalProvider, req: ModelRequest) -> Vec<Result<ModelEvent>> {
-    let stream = provider
-        .stream(req, CancellationToken::new())
-        .await
-        .expect("stream starts");
-    tokio::time::timeout(Duration::from_secs(300), stream.collect::<Vec<_>>())
-        .await
-        .expect("the model answers in time")
-}
-
-fn usage(events: &[Result<ModelEvent>]) -> Usage {
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match e {
-            Ok(ModelEvent::Usage(u)) => Some(u.clone()),
-            _ => None,
-        })
-        .expect("usage")
-}
-
-fn finish(events: &[Result<ModelEvent>]) -> StopReason {
-    match events.last() {
-        Some(Ok(ModelEvent::Finish { stop_reason })) => *stop_reason,
-        other => panic!("no finish: {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn loads_the_small_model_and_generates_a_few_tokens() {
-    let Some(path) = small_model() else { return };
-    let provider = LocalProvider::new("local", spec(path)).unwrap();
-    assert_eq!(provider.api(), "local");
-    let events = collect(
-        &provider,
-        request(vec![user("Say hello in one short sentence.")], vec![], 8),
-    )
-    .await;
-    assert!(
-        matches!(events[0], Ok(ModelEvent::Start { .. })),
-        "{events:?}"
-    );
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            Ok(ModelEvent::TextDelta(t)) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert!(!text.trim().is_empty(), "{events:?}");
-    let u = usage(&events);
-    assert!(u.output >= 1 && u.output <= 8, "{u:?}");
-    assert!(u.input > 10, "{u:?}");
-    assert!(matches!(
-        finish(&events),
-        StopReason::Stop | StopReason::Length
-    ));
-}
-
-#[tokio::test]
-async fn grammar_makes_a_valid_call_and_the_next_turn_reuses_the_cache() {
-    let Some(path) = small_model() else { return };
-    // Its own engine (another context size): requests of other tests in
-    // between would replace what the cache holds.
-    let provider = LocalProvider::new(
-        "local",
-        LocalSpec {
-            grammar: GrammarMode::Required,
-            context_size: 2048,
-            ..spec(path)
-        },
-    )
-    .unwrap();
-    let ask = user("Create the file hello.txt containing the text: hi there");
-    let events = collect(
-        &provider,
-        request(vec![ask.clone()], vec![write_tool()], 200),
-    )
-    .await;
-    assert_eq!(finish(&events), StopReason::ToolUse, "{events:?}");
-    let (id, name) = events
-        .iter()
-        .find_map(|e| match e {
-            Ok(ModelEvent::ToolCallStart { id, name, .. }) => Some((id.clone(), name.clone())),
-            _ => None,
-        })
-        .expect("a call");
-    assert_eq!(name, "write");
-    let args: serde_json::Value = events
-        .iter()
-        .find_map(|e| match e {
-            Ok(ModelEvent::ToolCallDelta { delta, .. }) => serde_json::from_str(delta).ok(),
-            _ => None,
-        })
-        .expect("arguments");
-    assert!(
-        args["path"].is_string() && args["content"].is_string(),
-        "{args}"
-    );
-    let first = usage(&events);
-
-    // The next turn: the history now holds the call and its result.
-    let history = vec![
-        ask,
-        Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall {
-                id: id.clone(),
-                name,
-                arguments: args,
-            }],
-            api: "local".into(),
-            provider: "local".into(),
-            model: "m".into(),
-            usage: first.clone(),
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-            error_kind: None,
-            timestamp: 0,
-            response_id: None,
-        }),
-        Message::ToolResult(ToolResultMessage {
-            tool_call_id: id,
-            tool_name: "write".into(),
-            content: vec![ContentBlock::text("Wrote hello.txt")],
-            details: None,
-            is_error: false,
-            timestamp: 0,
-        }),
-    ];
-    let events = collect(&provider, request(history, vec![write_tool()], 40)).await;
-    let second = usage(&events);
-    // Everything up to the end of the call was already decoded.
-    assert!(
-        second.cache_read + 2 >= first.input + first.output,
-        "first {first:?}, second {second:?}"
-    );
-    assert!(second.input < 40, "{second:?}");
-}
-
-#[tokio::test]
-async fn cancellation_ends_the_stream() {
-    let Some(path) = small_model() else { return };
-    let provider = LocalProvider::new("local", spec(path)).unwrap();
-    let cancel = CancellationToken::new();
-    let mut stream = provider
-        .stream(
-            request(
-                vec![user("Count from 1 to 500, one number per line.")],
-                vec![],
-                1000,
-            ),
-            cancel.clone(),
-        )
-        .await
-        .unwrap();
-    let mut deltas = 0;
-    let mut last = None;
-    while let Some(ev) = stream.next().await {
-        if matches!(ev, Ok(ModelEvent::TextDelta(_))) {
-            deltas += 1;
-            if deltas == 3 {
-                cancel.cancel();
-            }
+    /// The small model, or `None` (with a message) when it is not there.
+    fn small_model() -> Option<PathBuf> {
+        let mut candidates = Vec::new();
+        if let Some(p) = std::env::var_os("KEEL_TEST_MODEL") {
+            candidates.push(PathBuf::from(p));
         }
-        last = Some(ev);
+        if let Some(h) = std::env::var_os("KEEL_HOME") {
+            candidates.push(PathBuf::from(h).join("models").join(SMALL_FILE));
+        }
+        if let Some(h) = std::env::var_os("HOME") {
+            candidates.push(PathBuf::from(h).join(".keel/models").join(SMALL_FILE));
+        }
+        let found = candidates.iter().find(|p| p.is_file()).cloned();
+        if found.is_none() {
+            eprintln!(
+                "SKIPPED: the small local model is not there (tried {candidates:?}); run `keel models pull --small` or set KEEL_TEST_MODEL"
+            );
+        }
+        found
     }
-    match last {
-        Some(Err(e)) => assert_eq!(e.kind, ErrorKind::Cancelled),
-        other => panic!("expected a cancellation, got {other:?}"),
-    }
-    // The engine is still usable afterwards.
-    let events = collect(&provider, request(vec![user("Say OK.")], vec![], 4)).await;
-    assert!(matches!(events.last(), Some(Ok(ModelEvent::Finish { .. }))));
-}
 
-#[tokio::test]
-async fn prompt_longer_than_the_context_is_a_clear_error() {
-    let Some(path) = small_model() else { return };
-    let provider = LocalProvider::new(
-        "local",
+    fn spec(path: PathBuf) -> LocalSpec {
         LocalSpec {
-            context_size: 256,
-            ..spec(path)
-        },
-    )
-    .unwrap();
-    let long = "word ".repeat(400);
-    let err = provider
-        .stream(
-            request(vec![user(&long)], vec![], 8),
-            CancellationToken::new(),
-        )
-        .await
-        .err()
-        .expect("too long");
-    assert_eq!(err.kind, ErrorKind::ContextWindowExceeded, "{err}");
-}
+            context_size: 4096,
+            ..LocalSpec::new(path)
+        }
+    }
 
-#[test]
-fn missing_and_foreign_files_are_clear_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("nope.gguf");
-    let err = LocalProvider::new("local", LocalSpec::new(&missing)).unwrap_err();
-    assert_eq!(err.kind, ErrorKind::ModelNotFound);
-    assert!(err.message.contains("keel models pull"), "{err}");
-    let text = dir.path().join("notes.gguf");
-    std::fs::write(&text, "hello").unwrap();
-    let err = LocalProvider::new("local", LocalSpec::new(&text)).unwrap_err();
-    assert!(err.message.contains("not a GGUF"), "{err}");
-    // Through the factory too.
-    let err = keel_llm::build_provider(&ProviderSpec::local("local", LocalSpec::new(&missing)))
-        .err()
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage {
+            content: vec![ContentBlock::text(text)],
+            timestamp: 0,
+        })
+    }
+
+    fn request(messages: Vec<Message>, tools: Vec<ToolSpec>, max: u64) -> ModelRequest {
+        ModelRequest {
+            model: "qwen2.5-coder-0.5b-instruct".into(),
+            system_prompt: "You are a helpful coding assistant.".into(),
+            messages,
+            tools,
+            thinking_level: ThinkingLevel::Off,
+            max_output_tokens: Some(max),
+        }
+    }
+
+    fn write_tool() -> ToolSpec {
+        ToolSpec {
+            name: "write".into(),
+            description: "Write a file.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "The file's content."},
+                    "path": {"type": "string", "description": "The file to write."},
+                },
+                "required": ["content", "path"],
+            }),
+        }
+    }
+
+    async fn collect(provider: &LocalProvider, req: ModelRequest) -> Vec<Result<ModelEvent>> {
+        let stream = provider
+            .stream(req, CancellationToken::new())
+            .await
+            .expect("stream starts");
+        tokio::time::timeout(Duration::from_secs(300), stream.collect::<Vec<_>>())
+            .await
+            .expect("the model answers in time")
+    }
+
+    fn usage(events: &[Result<ModelEvent>]) -> Usage {
+        events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                Ok(ModelEvent::Usage(u)) => Some(*u),
+                _ => None,
+            })
+            .expect("usage")
+    }
+
+    fn finish(events: &[Result<ModelEvent>]) -> StopReason {
+        match events.last() {
+            Some(Ok(ModelEvent::Finish { stop_reason })) => *stop_reason,
+            other => panic!("no finish: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn loads_the_small_model_and_generates_a_few_tokens() {
+        let Some(path) = small_model() else { return };
+        let provider = LocalProvider::new("local", spec(path)).unwrap();
+        assert_eq!(provider.api(), "local");
+        let events = collect(
+            &provider,
+            request(vec![user("Say hello in one short sentence.")], vec![], 8),
+        )
+        .await;
+        assert!(
+            matches!(events[0], Ok(ModelEvent::Start { .. })),
+            "{events:?}"
+        );
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ModelEvent::TextDelta(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(!text.trim().is_empty(), "{events:?}");
+        let u = usage(&events);
+        assert!(u.output >= 1 && u.output <= 8, "{u:?}");
+        assert!(u.input > 10, "{u:?}");
+        assert!(matches!(
+            finish(&events),
+            StopReason::Stop | StopReason::Length
+        ));
+    }
+
+    #[tokio::test]
+    async fn grammar_makes_a_valid_call_and_the_next_turn_reuses_the_cache() {
+        let Some(path) = small_model() else { return };
+        // Its own engine (another context size): requests of other tests in
+        // between would replace what the cache holds.
+        let provider = LocalProvider::new(
+            "local",
+            LocalSpec {
+                grammar: GrammarMode::Required,
+                context_size: 2048,
+                ..spec(path)
+            },
+        )
         .unwrap();
-    assert_eq!(err.kind, ErrorKind::ModelNotFound);
-}
-
-#[tokio::test]
-async fn a_gguf_without_a_chat_template_is_not_a_chat_model() {
-    let Some(path) = small_model() else { return };
-    // The same model with its `tokenizer.chat_template` key renamed.
-    let mut bytes = std::fs::read(&path).unwrap();
-    let key = b"tokenizer.chat_template";
-    let at = bytes
-        .windows(key.len())
-        .position(|w| w == key)
-        .expect("the model has a chat template");
-    bytes[at + key.len() - 1] = b'X';
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().join("base.gguf");
-    std::fs::write(&base, bytes).unwrap();
-    let provider = LocalProvider::new("local", spec(base)).unwrap();
-    let err = provider
-        .stream(
-            request(vec![user("hi")], vec![], 4),
-            CancellationToken::new(),
+        let ask = user("Create the file hello.txt containing the text: hi there");
+        let events = collect(
+            &provider,
+            request(vec![ask.clone()], vec![write_tool()], 200),
         )
-        .await
-        .err()
-        .expect("not a chat model");
-    assert!(err.message.contains("not a chat model"), "{err}");
+        .await;
+        assert_eq!(finish(&events), StopReason::ToolUse, "{events:?}");
+        let (id, name) = events
+            .iter()
+            .find_map(|e| match e {
+                Ok(ModelEvent::ToolCallStart { id, name, .. }) => Some((id.clone(), name.clone())),
+                _ => None,
+            })
+            .expect("a call");
+        assert_eq!(name, "write");
+        let args: serde_json::Value = events
+            .iter()
+            .find_map(|e| match e {
+                Ok(ModelEvent::ToolCallDelta { delta, .. }) => serde_json::from_str(delta).ok(),
+                _ => None,
+            })
+            .expect("arguments");
+        assert!(
+            args["path"].is_string() && args["content"].is_string(),
+            "{args}"
+        );
+        let first = usage(&events);
+
+        // The next turn: the history now holds the call and its result.
+        let history = vec![
+            ask,
+            Message::Assistant(AssistantMessage {
+                content: vec![ContentBlock::ToolCall {
+                    id: id.clone(),
+                    name,
+                    arguments: args,
+                }],
+                api: "local".into(),
+                provider: "local".into(),
+                model: "m".into(),
+                usage: first,
+                stop_reason: StopReason::ToolUse,
+                error_message: None,
+                error_kind: None,
+                timestamp: 0,
+                response_id: None,
+            }),
+            Message::ToolResult(ToolResultMessage {
+                tool_call_id: id,
+                tool_name: "write".into(),
+                content: vec![ContentBlock::text("Wrote hello.txt")],
+                details: None,
+                is_error: false,
+                timestamp: 0,
+            }),
+        ];
+        let events = collect(&provider, request(history, vec![write_tool()], 40)).await;
+        let second = usage(&events);
+        // Everything up to the end of the call was already decoded.
+        assert!(
+            second.cache_read + 2 >= first.input + first.output,
+            "first {first:?}, second {second:?}"
+        );
+        assert!(second.input < 40, "{second:?}");
+    }
+
+    #[tokio::test]
+    async fn cancellation_ends_the_stream() {
+        let Some(path) = small_model() else { return };
+        let provider = LocalProvider::new("local", spec(path)).unwrap();
+        let cancel = CancellationToken::new();
+        let mut stream = provider
+            .stream(
+                request(
+                    vec![user("Count from 1 to 500, one number per line.")],
+                    vec![],
+                    1000,
+                ),
+                cancel.clone(),
+            )
+            .await
+            .unwrap();
+        let mut deltas = 0;
+        let mut last = None;
+        while let Some(ev) = stream.next().await {
+            if matches!(ev, Ok(ModelEvent::TextDelta(_))) {
+                deltas += 1;
+                if deltas == 3 {
+                    cancel.cancel();
+                }
+            }
+            last = Some(ev);
+        }
+        match last {
+            Some(Err(e)) => assert_eq!(e.kind, ErrorKind::Cancelled),
+            other => panic!("expected a cancellation, got {other:?}"),
+        }
+        // The engine is still usable afterwards.
+        let events = collect(&provider, request(vec![user("Say OK.")], vec![], 4)).await;
+        assert!(matches!(events.last(), Some(Ok(ModelEvent::Finish { .. }))));
+    }
+
+    #[tokio::test]
+    async fn prompt_longer_than_the_context_is_a_clear_error() {
+        let Some(path) = small_model() else { return };
+        let provider = LocalProvider::new(
+            "local",
+            LocalSpec {
+                context_size: 256,
+                ..spec(path)
+            },
+        )
+        .unwrap();
+        let long = "word ".repeat(400);
+        let err = provider
+            .stream(
+                request(vec![user(&long)], vec![], 8),
+                CancellationToken::new(),
+            )
+            .await
+            .err()
+            .expect("too long");
+        assert_eq!(err.kind, ErrorKind::ContextWindowExceeded, "{err}");
+    }
+
+    #[test]
+    fn missing_and_foreign_files_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope.gguf");
+        let err = LocalProvider::new("local", LocalSpec::new(&missing)).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ModelNotFound);
+        assert!(err.message.contains("keel models pull"), "{err}");
+        let text = dir.path().join("notes.gguf");
+        std::fs::write(&text, "hello").unwrap();
+        let err = LocalProvider::new("local", LocalSpec::new(&text)).unwrap_err();
+        assert!(err.message.contains("not a GGUF"), "{err}");
+        // Through the factory too.
+        let err = keel_llm::build_provider(&ProviderSpec::local("local", LocalSpec::new(&missing)))
+            .err()
+            .unwrap();
+        assert_eq!(err.kind, ErrorKind::ModelNotFound);
+    }
+
+    #[tokio::test]
+    async fn a_gguf_without_a_chat_template_is_not_a_chat_model() {
+        let Some(path) = small_model() else { return };
+        // The same model with its `tokenizer.chat_template` key renamed.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let key = b"tokenizer.chat_template";
+        let at = bytes
+            .windows(key.len())
+            .position(|w| w == key)
+            .expect("the model has a chat template");
+        bytes[at + key.len() - 1] = b'X';
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base.gguf");
+        std::fs::write(&base, bytes).unwrap();
+        let provider = LocalProvider::new("local", spec(base)).unwrap();
+        let err = provider
+            .stream(
+                request(vec![user("hi")], vec![], 4),
+                CancellationToken::new(),
+            )
+            .await
+            .err()
+            .expect("not a chat model");
+        assert!(err.message.contains("not a chat model"), "{err}");
+    }
 }

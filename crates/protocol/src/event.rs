@@ -8,13 +8,16 @@
 //! transient failure shows as `auto_retry_start` (the assistant message in
 //! progress is dropped; the next attempt starts a new one) and, once the
 //! retries are over, one `auto_retry_end` before the final `message_end`.
+//! Compacting the conversation shows as `auto_compaction_start` …
+//! `auto_compaction_end` (inside a run when automatic, outside any run when
+//! asked for).
 //!
 //! Wire shape: `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ContentBlock, Message, ThinkingLevel, ToolResult};
+use crate::{CompactionReason, CompactionResult, ContentBlock, Message, ThinkingLevel, ToolResult};
 
 /// A streaming change to the assistant message being produced.
 /// `contentIndex` is the index of the block in the assistant message's `content`.
@@ -197,6 +200,29 @@ pub enum AgentEvent {
         )]
         final_error: Option<String>,
     },
+    /// The conversation is being summarised to make room (see
+    /// [`CompactionReason`]). Inside a run for `threshold` and `overflow`.
+    AutoCompactionStart {
+        reason: CompactionReason,
+    },
+    /// The compaction that began with `auto_compaction_start` is over:
+    /// `result` when it succeeded; `aborted` when it was cancelled;
+    /// `errorMessage` when it failed (the session is as it was). `willRetry`:
+    /// the model call that overflowed is made again now.
+    AutoCompactionEnd {
+        reason: CompactionReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<CompactionResult>,
+        aborted: bool,
+        #[serde(rename = "willRetry")]
+        will_retry: bool,
+        #[serde(
+            rename = "errorMessage",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        error_message: Option<String>,
+    },
 }
 
 impl AgentEvent {
@@ -219,6 +245,8 @@ impl AgentEvent {
             AgentEvent::ModelChanged { .. } => "model_changed",
             AgentEvent::AutoRetryStart { .. } => "auto_retry_start",
             AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
+            AgentEvent::AutoCompactionStart { .. } => "auto_compaction_start",
+            AgentEvent::AutoCompactionEnd { .. } => "auto_compaction_end",
         }
     }
 }

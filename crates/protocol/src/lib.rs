@@ -11,11 +11,13 @@
 //! blocks), so session files and RPC frames can carry them unchanged.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod compaction;
 mod event;
 mod message;
 mod op;
 mod todo;
 
+pub use compaction::*;
 pub use event::*;
 pub use message::*;
 pub use op::*;

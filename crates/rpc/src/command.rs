@@ -167,6 +167,29 @@ pub(crate) struct SetAutoRetryArgs {
     pub enabled: bool,
 }
 
+/// `compact`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CompactArgs {
+    #[serde(default)]
+    pub custom_instructions: Option<String>,
+}
+
+/// `export_html`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ExportHtmlArgs {
+    #[serde(default)]
+    pub output_path: Option<String>,
+}
+
+/// `branch`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct BranchArgs {
+    pub entry_id: String,
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct ThinkingArgs {
     pub level: ThinkingLevel,
@@ -289,6 +312,11 @@ pub(crate) enum Command {
     SetModel(SetModelArgs),
     SetAutoRetry(SetAutoRetryArgs),
     AbortRetry,
+    Compact(CompactArgs),
+    SetAutoCompaction(SetAutoRetryArgs),
+    ExportHtml(ExportHtmlArgs),
+    Branch(BranchArgs),
+    GetBranchMessages,
     CycleModel,
     GetAvailableModels,
     SetThinkingLevel(ThinkingArgs),
@@ -497,11 +525,11 @@ fn parse_command(
         Method::ListApprovalRules => Command::ListApprovalRules,
         Method::AddApprovalRule => Command::AddApprovalRule(args(obj)?),
         Method::RemoveApprovalRule => Command::RemoveApprovalRule(args(obj)?),
-        Method::Compact
-        | Method::SetAutoCompaction
-        | Method::ExportHtml
-        | Method::Branch
-        | Method::GetBranchMessages => Command::NotSupported,
+        Method::Compact => Command::Compact(args(obj)?),
+        Method::SetAutoCompaction => Command::SetAutoCompaction(args(obj)?),
+        Method::ExportHtml => Command::ExportHtml(args(obj)?),
+        Method::Branch => Command::Branch(args(obj)?),
+        Method::GetBranchMessages => Command::GetBranchMessages,
         Method::ExtensionUiResponse
         | Method::HostToolUpdate
         | Method::HostToolResult
@@ -571,12 +599,17 @@ mod tests {
         };
         assert_eq!(p.streaming_behavior, Some(StreamingBehavior::FollowUp));
         assert!(matches!(
-            parse(br#"{"type":"compact"}"#),
+            parse(br#"{"type":"compact","customInstructions":"tests"}"#),
             Inbound::Command(Envelope {
-                command: Command::NotSupported,
+                command: Command::Compact(CompactArgs {
+                    custom_instructions: Some(_)
+                }),
                 ..
             })
         ));
+        let (_, cmd, err) = reject(r#"{"type":"branch"}"#);
+        assert_eq!(cmd, "branch");
+        assert!(err.contains("entryId"), "{err}");
         assert!(matches!(
             parse(
                 br#"{"type":"host_tool_result","id":"h","result":{"content":[]},"isError":true}"#

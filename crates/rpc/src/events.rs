@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use keel_protocol::AgentEvent;
 use serde::Serialize;
@@ -62,7 +62,9 @@ pub(crate) fn inner_event(event: &AgentEvent) -> (&'static str, InnerEvent<'_>) 
         | AgentEvent::ThinkingLevelChanged { .. }
         | AgentEvent::ModelChanged { .. }
         | AgentEvent::AutoRetryStart { .. }
-        | AgentEvent::AutoRetryEnd { .. } => InnerEvent::Plain(event),
+        | AgentEvent::AutoRetryEnd { .. }
+        | AgentEvent::AutoCompactionStart { .. }
+        | AgentEvent::AutoCompactionEnd { .. } => InnerEvent::Plain(event),
     };
     (event.type_name(), inner)
 }
@@ -80,8 +82,30 @@ pub(crate) struct EventFrame<'a> {
     protocol_version: u32,
     session_id: &'a str,
     seq: u64,
-    frame_id: String,
+    frame_id: FrameId,
     payload: Payload<'a>,
+}
+
+/// A frame id, `evt_` and 16 hex digits: a 64-bit number drawn at random
+/// once per process plus a process-wide counter, so ids are unique within
+/// the process and, with overwhelming probability, across processes. It
+/// costs neither a syscall nor an allocation per frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameId(u64);
+
+impl FrameId {
+    fn next() -> Self {
+        static BASE: OnceLock<u64> = OnceLock::new();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let base = *BASE.get_or_init(|| uuid::Uuid::now_v7().as_u64_pair().1);
+        FrameId(base.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+impl Serialize for FrameId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("evt_{:016x}", self.0))
+    }
 }
 
 /// One event frame, canonical or flat.
@@ -95,7 +119,7 @@ pub(crate) enum WireEvent<'a> {
 /// Per-session `seq` counters, kept for the life of the process so a
 /// session opened again continues its numbering.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct SeqCounters {
+pub struct SeqCounters {
     inner: Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>,
 }
 
@@ -107,7 +131,7 @@ impl SeqCounters {
 }
 
 /// Frames the events of one session.
-pub(crate) struct EventFramer {
+pub struct EventFramer {
     style: EventStyle,
     session_id: String,
     seq: Arc<AtomicU64>,
@@ -122,8 +146,13 @@ impl EventFramer {
         }
     }
 
+    /// The frame for `event`, serialised: compact JSON, without the LF.
+    pub fn encode(&self, event: &AgentEvent) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(&self.frame(event))
+    }
+
     /// The frame for `event`, ready to serialise.
-    pub fn frame<'a>(&'a self, event: &'a AgentEvent) -> WireEvent<'a> {
+    pub(crate) fn frame<'a>(&'a self, event: &'a AgentEvent) -> WireEvent<'a> {
         let (event_type, inner) = inner_event(event);
         match self.style {
             EventStyle::Flat => WireEvent::Flat(inner),
@@ -134,7 +163,7 @@ impl EventFramer {
                     protocol_version: PROTOCOL_VERSION,
                     session_id: &self.session_id,
                     seq,
-                    frame_id: format!("evt_{}", uuid::Uuid::now_v7().simple()),
+                    frame_id: FrameId::next(),
                     payload: Payload {
                         event_type,
                         event: inner,

@@ -34,6 +34,7 @@ mod unattended;
 mod wire_errors;
 
 pub use error::{Error, Result};
+pub use events::{EventFramer, EventStyle, SeqCounters};
 pub use factory::{ModelChoice, OpenTarget, OpenedSession, SessionCloser, SessionFactory};
 pub use server::{RpcOptions, serve};
 

@@ -87,7 +87,7 @@ const fn row(name: &'static str, method: Method, dispatch: Dispatch) -> MethodIn
     }
 }
 
-use Dispatch::{Background, NotSupported, Reply, Serial};
+use Dispatch::{Background, Reply, Serial};
 
 /// The table.
 pub const METHODS: &[MethodInfo] = &[
@@ -114,25 +114,17 @@ pub const METHODS: &[MethodInfo] = &[
     row("set_steering_mode", Method::SetSteeringMode, Serial),
     row("set_follow_up_mode", Method::SetFollowUpMode, Serial),
     row("set_interrupt_mode", Method::SetInterruptMode, Serial),
-    row("compact", Method::Compact, NotSupported),
-    row(
-        "set_auto_compaction",
-        Method::SetAutoCompaction,
-        NotSupported,
-    ),
+    row("compact", Method::Compact, Background),
+    row("set_auto_compaction", Method::SetAutoCompaction, Serial),
     row("set_auto_retry", Method::SetAutoRetry, Serial),
     row("abort_retry", Method::AbortRetry, Serial),
     row("bash", Method::Bash, Background),
     row("abort_bash", Method::AbortBash, Serial),
     row("get_session_stats", Method::GetSessionStats, Serial),
-    row("export_html", Method::ExportHtml, NotSupported),
+    row("export_html", Method::ExportHtml, Serial),
     row("switch_session", Method::SwitchSession, Serial),
-    row("branch", Method::Branch, NotSupported),
-    row(
-        "get_branch_messages",
-        Method::GetBranchMessages,
-        NotSupported,
-    ),
+    row("branch", Method::Branch, Serial),
+    row("get_branch_messages", Method::GetBranchMessages, Serial),
     row(
         "get_last_assistant_text",
         Method::GetLastAssistantText,
@@ -176,5 +168,7 @@ mod tests {
         }
         assert_eq!(lookup("fork"), None);
         assert_eq!(lookup("bash").unwrap().dispatch, Dispatch::Background);
+        assert_eq!(lookup("compact").unwrap().dispatch, Dispatch::Background);
+        assert!(METHODS.iter().all(|m| m.dispatch != Dispatch::NotSupported));
     }
 }

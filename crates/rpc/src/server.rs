@@ -449,7 +449,12 @@ impl Server {
     /// `agent_end` has been written.
     pub async fn abort_and_wait(&mut self) {
         let before = *self.active.runs.borrow();
-        if !self.handle().snapshot().is_streaming {
+        let snap = self.handle().snapshot();
+        if !snap.is_streaming {
+            if snap.is_compacting {
+                // A compaction asked for with `compact`: cancel it.
+                let _ = self.handle().submit(Op::Abort).await;
+            }
             return;
         }
         if let Err(e) = self.handle().submit(Op::Abort).await {
@@ -492,6 +497,9 @@ async fn close_session(active: Active) {
         closer,
         ..
     } = active;
+    if handle.snapshot().is_compacting {
+        let _ = handle.submit(Op::Abort).await;
+    }
     shutdown_split(&handle, task).await;
     drop(handle);
     if let Err(e) = pump.await {

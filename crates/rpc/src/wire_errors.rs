@@ -99,7 +99,18 @@ pub(crate) fn from_core(e: &keel_core::Error) -> WireError {
         ),
         keel_core::Error::Closed => WireError::text("Session is closed"),
         keel_core::Error::Log(m) => WireError::text(format!("Session log error: {m}")),
+        keel_core::Error::Compaction(m) | keel_core::Error::InvalidEntry(m) => {
+            WireError::text(m.clone())
+        }
     }
+}
+
+pub(crate) fn nothing_to_export() -> WireError {
+    WireError::text("Nothing to export yet - start a conversation first")
+}
+
+pub(crate) fn export_failed(path: &str, reason: &str) -> WireError {
+    WireError::text(format!("Cannot write {path}: {reason}"))
 }
 
 pub(crate) fn host_tool_invalid(detail: &str) -> WireError {

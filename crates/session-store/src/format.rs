@@ -26,6 +26,10 @@
 //! {"type":"compaction","id":"…","parentId":"…","timestamp":"…","summary":"## Goal\n…","firstKeptEntryId":"1a2b3c4d","tokensBefore":125003,"tokensAfter":9120,"details":{"readFiles":[],"modifiedFiles":[]}}
 //! ```
 //!
+//! A `branch` entry (`{"type":"branch",…,"parentId":"<entry continued
+//! from>","fromId":"<the leaf left>"}`) records that the session went back
+//! to an earlier point, so a reload continues there.
+//!
 //! A `compaction` entry replaces, in the context sent to the model, every
 //! message on its branch before `firstKeptEntryId` with its `summary` (see
 //! [`crate::tree`]); the messages stay in the file.
@@ -52,13 +56,14 @@ pub const FORMAT_VERSION: u32 = 1;
 pub(crate) const HEADER_TYPE: &str = "session";
 
 /// Entry `type`s this version understands (plus the header's).
-const KNOWN_TYPES: [&str; 6] = [
+const KNOWN_TYPES: [&str; 7] = [
     HEADER_TYPE,
     "message",
     "model_change",
     "thinking_level_change",
     "session_info",
     "compaction",
+    "branch",
 ];
 
 /// Line 1 of a session file, serialised with `"type":"session"` (checked on
@@ -172,6 +177,12 @@ pub enum EntryBody {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         details: Option<serde_json::Value>,
     },
+    /// The session went back to this entry's parent (branching); `from_id`
+    /// is the leaf it left.
+    Branch {
+        #[serde(default)]
+        from_id: Option<String>,
+    },
 }
 
 impl EntryBody {
@@ -183,6 +194,7 @@ impl EntryBody {
             EntryBody::ThinkingLevelChange { .. } => "thinking_level_change",
             EntryBody::SessionInfo { .. } => "session_info",
             EntryBody::Compaction { .. } => "compaction",
+            EntryBody::Branch { .. } => "branch",
         }
     }
 }
@@ -233,6 +245,12 @@ enum EntryRef<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         details: Option<&'a serde_json::Value>,
     },
+    Branch {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        from_id: Option<&'a str>,
+    },
 }
 
 impl Serialize for Entry {
@@ -281,6 +299,12 @@ impl Serialize for Entry {
                 tokens_before: *tokens_before,
                 tokens_after: *tokens_after,
                 details: details.as_ref(),
+            },
+            EntryBody::Branch { from_id } => EntryRef::Branch {
+                id,
+                parent_id,
+                timestamp,
+                from_id: from_id.as_deref(),
             },
         };
         repr.serialize(serializer)
@@ -480,6 +504,9 @@ mod tests {
                 tokens_before: 1200,
                 tokens_after: Some(300),
                 details: Some(serde_json::json!({"readFiles": ["a.rs"], "modifiedFiles": []})),
+            },
+            EntryBody::Branch {
+                from_id: Some("0a1b2c3d".into()),
             },
             EntryBody::Compaction {
                 summary: "s".into(),

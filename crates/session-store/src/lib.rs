@@ -2,8 +2,9 @@
 //!
 //! This crate owns persistence of a session's history: the file format
 //! (`format`), the sessions directory with listing and id resolution
-//! (`store`), crash-tolerant loading and the entry tree (`load`), and the one
-//! writer task per open file (`writer`). It stores [`keel_protocol::Message`]s
+//! (`store`), crash-tolerant loading (`load`), the entry tree in memory and
+//! the context it gives the model, with compaction summaries (`tree`), and
+//! the one writer task per open file (`writer`). It stores [`keel_protocol::Message`]s
 //! as they serialise; it must not know any wire protocol (RPC frames, app
 //! server) nor how the agent loop uses the history.
 //!
@@ -27,15 +28,20 @@ mod error;
 mod format;
 mod load;
 mod store;
+mod tree;
 mod writer;
 
 #[cfg(test)]
 mod testutil;
 
 pub use error::{Error, Result};
-pub use format::{Entry, EntryBody, FORMAT_VERSION, SessionHeader};
+pub use format::{Entry, EntryBody, FORMAT_VERSION, SessionHeader, random_entry_id};
 pub use load::{LoadedSession, load};
 pub use store::{FIRST_MESSAGE_MAX_CHARS, SessionStore, SessionSummary};
+pub use tree::{
+    CompactionInfo, Context, SUMMARY_PREFIX, SUMMARY_SUFFIX, SessionTree, context_of,
+    summary_message, user_text,
+};
 pub use writer::{SessionWriter, WRITER_CHANNEL_CAPACITY};
 
 use std::io;

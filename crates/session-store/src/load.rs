@@ -17,6 +17,7 @@ use crate::format::{
     Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line,
     parse_header_line,
 };
+use crate::tree::SessionTree;
 use crate::writer::{self, SessionWriter};
 
 /// Read buffer size for streaming a session file.
@@ -36,6 +37,8 @@ pub struct LoadedSession {
     /// Entries of unknown types: id → parentId, so the tree stays linked
     /// through them.
     skipped: HashMap<String, Option<String>>,
+    /// Two entries share an id (the later one wins).
+    has_duplicate_ids: bool,
     /// Length in bytes of the valid prefix of the file (through the last
     /// well-formed line).
     valid_len: u64,
@@ -119,6 +122,7 @@ fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
     let mut entries = Vec::new();
     let mut skipped = HashMap::new();
     let mut seen_ids = HashSet::new();
+    let mut has_duplicate_ids = false;
     let mut leaf_id = None;
     let mut warned_kinds = HashSet::new();
     // A malformed line is only an error once a later line proves it was not
@@ -152,6 +156,7 @@ fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
         match parse_entry_line(line) {
             Ok(ParsedLine::Entry(entry)) => {
                 if !seen_ids.insert(entry.id.clone()) {
+                    has_duplicate_ids = true;
                     tracing::warn!(
                         path = %path.display(),
                         line = line_no,
@@ -207,6 +212,7 @@ fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
         leaf_id,
         recovered_tail,
         skipped,
+        has_duplicate_ids,
         valid_len,
         file_len,
         needs_newline,
@@ -220,22 +226,46 @@ impl LoadedSession {
     }
 
     /// The active branch: the chain from a root to `leaf_id`, in order.
+    ///
+    /// Most files are linear (each entry follows the one before it), so the
+    /// walk first tries the entry just before the current one in the file
+    /// and builds an id index only when a link points elsewhere. With
+    /// duplicate ids the index decides (the later entry wins).
     pub fn branch(&self) -> Vec<&Entry> {
-        let index: HashMap<&str, &Entry> =
-            self.entries.iter().map(|e| (e.id.as_str(), e)).collect();
+        let mut index: Option<HashMap<&str, &Entry>> = None;
         let limit = self.entries.len() + self.skipped.len();
-        let mut chain = Vec::new();
+        let mut chain = Vec::with_capacity(self.entries.len());
         let mut steps = 0usize;
         let mut current = self.leaf_id.as_deref();
+        // Where the entry `current` names probably is.
+        let mut guess = if self.has_duplicate_ids {
+            None
+        } else {
+            self.entries.len().checked_sub(1)
+        };
         while let Some(id) = current {
             if steps > limit {
                 tracing::warn!(path = %self.path.display(), "cycle in session entry tree");
                 break;
             }
             steps += 1;
-            if let Some(entry) = index.get(id) {
-                chain.push(*entry);
+            let found = match guess.and_then(|i| self.entries.get(i).map(|e| (i, e))) {
+                Some((i, entry)) if entry.id == id => Some((Some(i), entry)),
+                _ => index
+                    .get_or_insert_with(|| {
+                        self.entries.iter().map(|e| (e.id.as_str(), e)).collect()
+                    })
+                    .get(id)
+                    .map(|entry| (None, *entry)),
+            };
+            if let Some((at, entry)) = found {
+                chain.push(entry);
                 current = entry.parent_id.as_deref();
+                guess = if self.has_duplicate_ids {
+                    None
+                } else {
+                    at.and_then(|i| i.checked_sub(1))
+                };
             } else if let Some(parent) = self.skipped.get(id) {
                 current = parent.as_deref();
             } else {
@@ -246,8 +276,15 @@ impl LoadedSession {
         chain
     }
 
-    /// The messages on the active branch, in order.
+    /// The messages the model sees on the active branch, in order: all
+    /// of them, or, after a compaction, its summary and what it kept (see
+    /// [`crate::tree`]).
     pub fn messages(&self) -> Vec<Message> {
+        crate::tree::context_of(&self.branch()).messages
+    }
+
+    /// Every message on the active branch, compacted or not, in order.
+    pub fn all_messages(&self) -> Vec<Message> {
         self.branch()
             .into_iter()
             .filter_map(|e| match &e.body {
@@ -255,6 +292,15 @@ impl LoadedSession {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The entries in memory, as a tree (a copy).
+    pub fn tree(&self) -> SessionTree {
+        SessionTree::new(
+            self.entries.clone(),
+            self.skipped.clone(),
+            self.leaf_id.clone(),
+        )
     }
 
     /// The latest `session_info` name on the active branch (`None` if never
@@ -408,6 +454,63 @@ mod tests {
         );
         assert_eq!(loaded.last_thinking_level(), Some(ThinkingLevel::High));
         assert_eq!(loaded.entry(&written[1].id), Some(&written[1]));
+    }
+
+    #[tokio::test]
+    async fn a_compacted_branch_loads_as_summary_and_kept_messages_and_forks() {
+        let (_dir, store, cwd) = temp_store();
+        let writer = within(store.create(&cwd, None)).await.unwrap();
+        within(writer.append(msg(user("old question"))))
+            .await
+            .unwrap();
+        within(writer.append(msg(assistant("old answer"))))
+            .await
+            .unwrap();
+        let kept = within(writer.append(msg(user("recent question"))))
+            .await
+            .unwrap();
+        within(writer.append(EntryBody::Compaction {
+            summary: "## Goal\nanswer questions".into(),
+            first_kept_entry_id: kept.id.clone(),
+            tokens_before: 900,
+            tokens_after: Some(120),
+            details: None,
+        }))
+        .await
+        .unwrap();
+        within(writer.append(msg(assistant("recent answer"))))
+            .await
+            .unwrap();
+        within(writer.close()).await.unwrap();
+
+        let loaded = within(load(writer.path())).await.unwrap();
+        let texts: Vec<String> = loaded.messages().iter().map(text_of).collect();
+        assert_eq!(texts.len(), 3);
+        assert!(texts[0].contains("answer questions"), "{texts:?}");
+        assert_eq!(texts[1..], ["recent question", "recent answer"]);
+        assert_eq!(loaded.all_messages().len(), 4);
+
+        // A fork copies the branch (ids kept) into a new file that records
+        // its parent.
+        let branch: Vec<Entry> = loaded.branch().into_iter().cloned().collect();
+        let fork = within(store.create_with(
+            &cwd,
+            Some(loaded.path.display().to_string()),
+            branch.clone(),
+        ))
+        .await
+        .unwrap();
+        let next = within(fork.append(msg(user("in the fork")))).await.unwrap();
+        assert_eq!(next.parent_id, branch.last().map(|e| e.id.clone()));
+        within(fork.close()).await.unwrap();
+        let forked = within(load(fork.path())).await.unwrap();
+        assert_ne!(forked.header.id, loaded.header.id);
+        assert_eq!(
+            forked.header.parent_session.as_deref(),
+            Some(loaded.path.to_str().unwrap())
+        );
+        assert_eq!(forked.entries[..branch.len()], branch[..]);
+        assert_eq!(forked.messages().len(), 4);
     }
 
     #[tokio::test]

@@ -20,7 +20,8 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::format::{
-    EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms, to_line,
+    Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms,
+    to_line,
 };
 use crate::load::{is_blank, read_header, trim_line_end};
 use crate::writer::{self, SessionWriter};
@@ -100,11 +101,60 @@ impl SessionStore {
         );
         let path = dir.join(name);
         let line = to_line(&header)?;
+        // The header is written now; the writer task syncs it and the
+        // directory right away, so a host is not kept waiting on the disk
+        // for an empty session (a crash of the process loses nothing).
+        let file = {
+            let (dir, path) = (dir.clone(), path.clone());
+            crate::blocking(&dir.clone(), move || create_file(&dir, &path, &line, false)).await?
+        };
+        Ok(writer::spawn_syncing(
+            file,
+            path,
+            header.id,
+            None,
+            HashSet::new(),
+            Some(dir),
+        ))
+    }
+
+    /// Creates a session like [`create`](Self::create) whose file starts
+    /// with copies of `entries` (ids, parents and timestamps kept, for
+    /// example the branch of another session being forked); the leaf is the
+    /// last of them. Everything is written and synced before this returns.
+    pub async fn create_with(
+        &self,
+        cwd: &Path,
+        parent_session: Option<String>,
+        entries: Vec<Entry>,
+    ) -> Result<SessionWriter> {
+        let now = Utc::now();
+        let header = SessionHeader {
+            version: FORMAT_VERSION,
+            id: uuid::Uuid::now_v7().to_string(),
+            timestamp: rfc3339_ms(now),
+            cwd: cwd.to_string_lossy().into_owned(),
+            parent_session,
+        };
+        let dir = self.workspace_dir(cwd);
+        let name = format!(
+            "{}_{}.{EXTENSION}",
+            now.format("%Y-%m-%dT%H-%M-%S-%3fZ"),
+            header.id
+        );
+        let path = dir.join(name);
+        let mut lines = to_line(&header)?;
+        let mut ids = HashSet::new();
+        for entry in &entries {
+            lines.extend(to_line(entry)?);
+            ids.insert(entry.id.clone());
+        }
+        let leaf = entries.last().map(|e| e.id.clone());
         let file = {
             let path = path.clone();
-            crate::blocking(&dir.clone(), move || create_file(&dir, &path, &line)).await?
+            crate::blocking(&dir.clone(), move || create_file(&dir, &path, &lines, true)).await?
         };
-        Ok(writer::spawn(file, path, header.id, None, HashSet::new()))
+        Ok(writer::spawn(file, path, header.id, leaf, ids))
     }
 
     /// The sessions of one workspace, newest (by last modification) first.
@@ -180,7 +230,9 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-fn create_file(dir: &Path, path: &Path, header_line: &[u8]) -> Result<File> {
+/// Creates `path` with `header_line`; with `sync`, the file and `dir` are
+/// synced before this returns.
+fn create_file(dir: &Path, path: &Path, header_line: &[u8], sync: bool) -> Result<File> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let mut options = OpenOptions::new();
     options.append(true).create_new(true);
@@ -193,6 +245,9 @@ fn create_file(dir: &Path, path: &Path, header_line: &[u8]) -> Result<File> {
     let io = |e| Error::io(path, e);
     let mut file = options.open(path).map_err(io)?;
     file.write_all(header_line).map_err(io)?;
+    if !sync {
+        return Ok(file);
+    }
     file.sync_all().map_err(io)?;
     // Make the new directory entry durable too.
     #[cfg(unix)]

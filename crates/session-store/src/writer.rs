@@ -78,9 +78,23 @@ pub(crate) fn spawn(
     leaf: Option<String>,
     ids: HashSet<String>,
 ) -> SessionWriter {
+    spawn_syncing(file, path, session_id, leaf, ids, None)
+}
+
+/// [`spawn`] for a file just created whose bytes are not synced yet: the
+/// task first syncs the file and `dir` (so the new directory entry is
+/// durable too), off the caller's path, before anything queued.
+pub(crate) fn spawn_syncing(
+    file: File,
+    path: PathBuf,
+    session_id: String,
+    leaf: Option<String>,
+    ids: HashSet<String>,
+    dir: Option<PathBuf>,
+) -> SessionWriter {
     let (tx, rx) = mpsc::channel(WRITER_CHANNEL_CAPACITY);
     let failure = Failure::default();
-    tokio::spawn(run(file, path.clone(), rx, failure.clone()));
+    tokio::spawn(run(file, path.clone(), rx, failure.clone(), dir));
     SessionWriter {
         inner: Arc::new(Inner {
             id: session_id,
@@ -241,8 +255,29 @@ impl SessionWriter {
 }
 
 /// The writer task.
-async fn run(file: File, path: PathBuf, mut rx: mpsc::Receiver<Command>, failure: Failure) {
+async fn run(
+    file: File,
+    path: PathBuf,
+    mut rx: mpsc::Receiver<Command>,
+    failure: Failure,
+    new_in: Option<PathBuf>,
+) {
     let mut file = Some(file);
+    if let Some(dir) = new_in
+        && let Err(err) = sync_new(&mut file, dir).await
+    {
+        record_failure(&path, &failure, &err);
+        // Answer every later command with the failure.
+        while let Some(command) = rx.recv().await {
+            if let Command::Flush(tx) | Command::Close(tx) = command {
+                let _ = tx.send(Err(Error::io(
+                    &path,
+                    io::Error::new(err.kind(), err.to_string()),
+                )));
+            }
+        }
+        return;
+    }
     let mut buf: Vec<u8> = Vec::with_capacity(WRITE_BATCH_BYTES);
     // Bytes were written since the last sync.
     let mut unsynced = false;
@@ -314,6 +349,25 @@ async fn run(file: File, path: PathBuf, mut rx: mpsc::Receiver<Command>, failure
 fn record_failure(path: &Path, failure: &Failure, err: &io::Error) {
     tracing::error!(path = %path.display(), error = %err, "session writer failed; it accepts no more entries");
     *lock(failure) = Some((err.kind(), err.to_string()));
+}
+
+/// Syncs a new file and its directory on the blocking pool.
+async fn sync_new(file: &mut Option<File>, dir: PathBuf) -> io::Result<()> {
+    let Some(handle) = file.take() else {
+        return Err(io::Error::other("the session file handle was lost"));
+    };
+    let (handle, result) = tokio::task::spawn_blocking(move || {
+        let result = handle.sync_all();
+        #[cfg(unix)]
+        if let Err(err) = File::open(&dir).and_then(|d| d.sync_all()) {
+            tracing::warn!(dir = %dir.display(), error = %err, "cannot sync the session directory");
+        }
+        (handle, result)
+    })
+    .await
+    .map_err(|e| io::Error::other(format!("session file I/O task failed: {e}")))?;
+    *file = Some(handle);
+    result
 }
 
 /// Writes `buf` (and syncs if asked) on the blocking pool, then empties it.

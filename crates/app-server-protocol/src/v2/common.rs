@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// When the agent asks before acting: `untrusted`, `on-request`, `never`,
 /// or (experimental) `{"granular": {…}}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum AskForApproval {
     Named(ApprovalPolicyName),
@@ -14,7 +14,7 @@ pub enum AskForApproval {
 }
 
 /// The named approval policies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum ApprovalPolicyName {
     #[serde(rename = "untrusted")]
     Untrusted,
@@ -29,7 +29,7 @@ impl<'de> Deserialize<'de> for AskForApproval {
     /// otherwise, as Codex reports `on-failure`); an object must be
     /// `{"granular": …}`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
+        #[derive(Deserialize, schemars::JsonSchema)]
         struct Granular {
             granular: Value,
         }
@@ -51,7 +51,7 @@ impl<'de> Deserialize<'de> for AskForApproval {
 }
 
 /// The sandbox mode of `thread/start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SandboxMode {
     ReadOnly,
@@ -60,7 +60,7 @@ pub enum SandboxMode {
 }
 
 /// The sandbox policy reported by thread results and accepted by `turn/start`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -107,7 +107,9 @@ impl SandboxPolicy {
 }
 
 /// Sort direction of list methods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SortDirection {
     Asc,
@@ -116,7 +118,9 @@ pub enum SortDirection {
 }
 
 /// An empty result object (`{}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct EmptyResponse {}
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::v2::UserInput;
 
 /// Status of a command execution or a file change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ItemStatus {
     InProgress,
@@ -16,7 +16,7 @@ pub enum ItemStatus {
 }
 
 /// Status of a dynamic tool call (no `declined`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ToolCallStatus {
     InProgress,
@@ -25,7 +25,7 @@ pub enum ToolCallStatus {
 }
 
 /// What a shell command does, as far as it is understood.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum CommandAction {
     Read {
@@ -49,7 +49,7 @@ pub enum CommandAction {
 
 /// The kind of one file change. `update` carries `move_path` (snake_case,
 /// as in Codex).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum PatchChangeKind {
     Add,
@@ -58,7 +58,7 @@ pub enum PatchChangeKind {
 }
 
 /// One file of a file change, with its unified diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileUpdateChange {
     pub path: String,
@@ -66,7 +66,7 @@ pub struct FileUpdateChange {
     pub diff: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",

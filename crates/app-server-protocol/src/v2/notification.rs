@@ -6,33 +6,35 @@ use serde::{Deserialize, Serialize};
 use crate::RequestId;
 use crate::v2::{Thread, ThreadItem, ThreadStatus, Turn, TurnError};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadStartedNotification {
     pub thread: Thread,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadStatusChangedNotification {
     pub thread_id: String,
     pub status: ThreadStatus,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadNameUpdatedNotification {
     pub thread_id: String,
     pub thread_name: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadIdNotification {
     pub thread_id: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsageBreakdown {
     pub total_tokens: u64,
@@ -43,7 +45,7 @@ pub struct TokenUsageBreakdown {
     pub reasoning_output_tokens: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadTokenUsage {
     pub total: TokenUsageBreakdown,
@@ -51,7 +53,7 @@ pub struct ThreadTokenUsage {
     pub model_context_window: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadTokenUsageUpdatedNotification {
     pub thread_id: String,
@@ -59,14 +61,14 @@ pub struct ThreadTokenUsageUpdatedNotification {
     pub token_usage: ThreadTokenUsage,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnNotification {
     pub thread_id: String,
     pub turn: Turn,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnDiffUpdatedNotification {
     pub thread_id: String,
@@ -74,7 +76,7 @@ pub struct TurnDiffUpdatedNotification {
     pub diff: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TurnPlanStepStatus {
     Pending,
@@ -82,14 +84,14 @@ pub enum TurnPlanStepStatus {
     Completed,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnPlanStep {
     pub step: String,
     pub status: TurnPlanStepStatus,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnPlanUpdatedNotification {
     pub thread_id: String,
@@ -98,7 +100,7 @@ pub struct TurnPlanUpdatedNotification {
     pub plan: Vec<TurnPlanStep>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ItemStartedNotification {
     pub thread_id: String,
@@ -107,7 +109,7 @@ pub struct ItemStartedNotification {
     pub started_at_ms: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ItemCompletedNotification {
     pub thread_id: String,
@@ -117,7 +119,7 @@ pub struct ItemCompletedNotification {
 }
 
 /// `item/agentMessage/delta`, `item/commandExecution/outputDelta`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ItemDeltaNotification {
     pub thread_id: String,
@@ -126,7 +128,7 @@ pub struct ItemDeltaNotification {
     pub delta: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningSummaryPartAddedNotification {
     pub thread_id: String,
@@ -135,7 +137,7 @@ pub struct ReasoningSummaryPartAddedNotification {
     pub summary_index: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningSummaryTextDeltaNotification {
     pub thread_id: String,
@@ -145,7 +147,7 @@ pub struct ReasoningSummaryTextDeltaNotification {
     pub summary_index: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReasoningTextDeltaNotification {
     pub thread_id: String,
@@ -155,7 +157,7 @@ pub struct ReasoningTextDeltaNotification {
     pub content_index: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorNotification {
     pub error: TurnError,
@@ -164,35 +166,35 @@ pub struct ErrorNotification {
     pub turn_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WarningNotification {
     pub thread_id: Option<String>,
     pub message: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeprecationNoticeNotification {
     pub summary: String,
     pub details: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerRequestResolvedNotification {
     pub thread_id: String,
     pub request_id: RequestId,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum CommandExecOutputStream {
     Stdout,
     Stderr,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandExecOutputDeltaNotification {
     pub process_id: String,
@@ -201,12 +203,20 @@ pub struct CommandExecOutputDeltaNotification {
     pub cap_reached: bool,
 }
 
+/// `fs/changed`: paths under a watch changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FsChangedNotification {
+    pub watch_id: String,
+    pub changed_paths: Vec<String>,
+}
+
 /// A notification keel sends. Serialises as `{"method", "params"}`.
 #[allow(
     clippy::large_enum_variant,
     reason = "notifications are built, serialised and dropped at once; boxing would only add allocations"
 )]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "method", content = "params")]
 pub enum ServerNotification {
     #[serde(rename = "error")]
@@ -227,6 +237,8 @@ pub enum ServerNotification {
     ThreadUnarchived(ThreadIdNotification),
     #[serde(rename = "thread/closed")]
     ThreadClosed(ThreadIdNotification),
+    #[serde(rename = "thread/deleted")]
+    ThreadDeleted(ThreadIdNotification),
     #[serde(rename = "thread/tokenUsage/updated")]
     ThreadTokenUsageUpdated(ThreadTokenUsageUpdatedNotification),
     #[serde(rename = "turn/started")]
@@ -255,6 +267,8 @@ pub enum ServerNotification {
     ServerRequestResolved(ServerRequestResolvedNotification),
     #[serde(rename = "command/exec/outputDelta")]
     CommandExecOutputDelta(CommandExecOutputDeltaNotification),
+    #[serde(rename = "fs/changed")]
+    FsChanged(FsChangedNotification),
 }
 
 impl ServerNotification {
@@ -270,6 +284,7 @@ impl ServerNotification {
             ServerNotification::ThreadArchived(_) => "thread/archived",
             ServerNotification::ThreadUnarchived(_) => "thread/unarchived",
             ServerNotification::ThreadClosed(_) => "thread/closed",
+            ServerNotification::ThreadDeleted(_) => "thread/deleted",
             ServerNotification::ThreadTokenUsageUpdated(_) => "thread/tokenUsage/updated",
             ServerNotification::TurnStarted(_) => "turn/started",
             ServerNotification::TurnCompleted(_) => "turn/completed",
@@ -286,6 +301,7 @@ impl ServerNotification {
             }
             ServerNotification::ServerRequestResolved(_) => "serverRequest/resolved",
             ServerNotification::CommandExecOutputDelta(_) => "command/exec/outputDelta",
+            ServerNotification::FsChanged(_) => "fs/changed",
         }
     }
 }

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::v2::CommandAction;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandExecutionRequestApprovalParams {
     pub thread_id: String,
@@ -20,7 +20,7 @@ pub struct CommandExecutionRequestApprovalParams {
     pub proposed_execpolicy_amendment: Option<Vec<String>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileChangeRequestApprovalParams {
     pub thread_id: String,
@@ -33,7 +33,7 @@ pub struct FileChangeRequestApprovalParams {
 
 /// A request keel sends. Serialises as `{"method", "params"}`; the broker
 /// adds the id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "method", content = "params")]
 pub enum ServerRequest {
     #[serde(rename = "item/commandExecution/requestApproval")]
@@ -63,7 +63,7 @@ impl ServerRequest {
 /// A client's answer to an approval request. Command approvals may also
 /// carry an execpolicy or network amendment (keel treats both as
 /// `acceptForSession`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ApprovalDecision {
     Accept,
@@ -76,7 +76,7 @@ pub enum ApprovalDecision {
 
 /// `{decision, note?}`; `note` is a keel extension: a reason given to the
 /// model with a decline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalResponse {
     pub decision: ApprovalDecision,

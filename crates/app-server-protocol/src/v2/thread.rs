@@ -5,14 +5,14 @@ use serde_json::{Map, Value};
 
 use crate::v2::{AskForApproval, SandboxMode, SandboxPolicy, SortDirection, Turn};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ThreadActiveFlag {
     WaitingOnApproval,
     WaitingOnUserInput,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -25,7 +25,7 @@ pub enum ThreadStatus {
     Active { active_flags: Vec<ThreadActiveFlag> },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitInfo {
     pub sha: Option<String>,
@@ -34,7 +34,7 @@ pub struct GitInfo {
 }
 
 /// A thread: a keel session seen through the protocol.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Thread {
     pub id: String,
@@ -68,7 +68,7 @@ pub struct Thread {
 }
 
 /// Settings a thread runs with; shared by start, resume and fork results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadSessionResponse {
     pub thread: Thread,
@@ -87,7 +87,7 @@ pub type ThreadStartResponse = ThreadSessionResponse;
 pub type ThreadResumeResponse = ThreadSessionResponse;
 pub type ThreadForkResponse = ThreadSessionResponse;
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadStartParams {
     #[serde(default)]
@@ -118,7 +118,7 @@ pub struct ThreadStartParams {
     pub thread_source: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResumeParams {
     pub thread_id: String,
@@ -144,8 +144,38 @@ pub struct ThreadResumeParams {
     pub exclude_turns: bool,
 }
 
+/// `thread/fork`: a new thread holding the history of another (through
+/// `lastTurnId`, inclusive, when given).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadForkParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub last_turn_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub model_provider: Option<String>,
+    #[serde(default)]
+    pub approval_policy: Option<AskForApproval>,
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    #[serde(default)]
+    pub base_instructions: Option<String>,
+    #[serde(default)]
+    pub developer_instructions: Option<String>,
+    #[serde(default)]
+    pub ephemeral: bool,
+    #[serde(default)]
+    pub exclude_turns: bool,
+}
+
 /// `cwd` filter of `thread/list`: one directory or several.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ThreadListCwdFilter {
     One(String),
@@ -161,7 +191,7 @@ impl ThreadListCwdFilter {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum ThreadSortKey {
     #[serde(rename = "created_at")]
     CreatedAt,
@@ -173,7 +203,7 @@ pub enum ThreadSortKey {
     SectionPosition,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadListParams {
     #[serde(default)]
@@ -194,7 +224,7 @@ pub struct ThreadListParams {
     pub sort_direction: Option<SortDirection>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadListResponse {
     pub data: Vec<Thread>,
@@ -202,7 +232,7 @@ pub struct ThreadListResponse {
     pub backwards_cursor: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadReadParams {
     pub thread_id: String,
@@ -210,7 +240,7 @@ pub struct ThreadReadParams {
     pub include_turns: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadReadResponse {
     pub thread: Thread,
@@ -218,20 +248,20 @@ pub struct ThreadReadResponse {
 
 /// Params of the methods that only name a thread (`thread/archive`,
 /// `thread/unarchive`, `thread/unsubscribe`, `thread/delete`, …).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadIdParams {
     pub thread_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadSetNameParams {
     pub thread_id: String,
     pub name: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadLoadedListParams {
     #[serde(default)]
@@ -240,14 +270,14 @@ pub struct ThreadLoadedListParams {
     pub limit: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadLoadedListResponse {
     pub data: Vec<String>,
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ThreadUnsubscribeStatus {
     NotLoaded,
@@ -255,13 +285,13 @@ pub enum ThreadUnsubscribeStatus {
     Unsubscribed,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadUnsubscribeResponse {
     pub status: ThreadUnsubscribeStatus,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadTurnsListParams {
     pub thread_id: String,
@@ -273,12 +303,144 @@ pub struct ThreadTurnsListParams {
     pub sort_direction: Option<SortDirection>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ThreadTurnsListResponse {
     pub data: Vec<Turn>,
     pub next_cursor: Option<String>,
     pub backwards_cursor: Option<String>,
+}
+
+/// Where a `thread/items/list` page starts: an opaque cursor, or an item of
+/// the requested turn (exclusive).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ThreadItemsListCursor {
+    Opaque(String),
+    Anchor(ThreadItemsListAnchor),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum ThreadItemsListAnchor {
+    Item { item_id: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemsListParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<ThreadItemsListCursor>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    #[serde(default)]
+    pub sort_direction: Option<SortDirection>,
+    #[serde(default)]
+    pub defer_output: Option<Value>,
+}
+
+/// One item of a thread with the turn it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemEntry {
+    pub turn_id: String,
+    pub item: crate::v2::ThreadItem,
+    pub started_at_ms: Option<i64>,
+    pub completed_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadItemsListResponse {
+    pub data: Vec<ThreadItemEntry>,
+    pub next_cursor: Option<String>,
+    pub backwards_cursor: Option<String>,
+}
+
+/// `{thread}`: the results of `thread/unarchive` and `thread/metadata/update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResponse {
+    pub thread: Thread,
+}
+
+/// A field of a patch: absent (leave it), `null` (clear it) or a value.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Patch<T> {
+    #[default]
+    Keep,
+    Clear,
+    Set(T),
+}
+
+impl<T> Patch<T> {
+    /// Applies the patch to `slot`.
+    pub fn apply(self, slot: &mut Option<T>) {
+        match self {
+            Patch::Keep => {}
+            Patch::Clear => *slot = None,
+            Patch::Set(v) => *slot = Some(v),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(match Option::<T>::deserialize(d)? {
+            Some(v) => Patch::Set(v),
+            None => Patch::Clear,
+        })
+    }
+}
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for Patch<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Patch_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        // Absent: unchanged; `null`: cleared; a value: replaced.
+        Option::<T>::json_schema(generator)
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+}
+
+impl<T: Serialize> Serialize for Patch<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Patch::Keep | Patch::Clear => s.serialize_none(),
+            Patch::Set(v) => v.serialize(s),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataGitInfoUpdateParams {
+    #[serde(default)]
+    pub sha: Patch<String>,
+    #[serde(default)]
+    pub branch: Patch<String>,
+    #[serde(default)]
+    pub origin_url: Patch<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadMetadataUpdateParams {
+    pub thread_id: String,
+    #[serde(default)]
+    pub git_info: Option<ThreadMetadataGitInfoUpdateParams>,
 }
 
 #[cfg(test)]
@@ -304,5 +466,23 @@ mod tests {
         let p: ThreadListParams =
             serde_json::from_value(json!({"cwd": ["/a"], "unknownField": 1})).unwrap();
         assert_eq!(p.cwd.unwrap().paths(), vec!["/a".to_owned()]);
+        let p: ThreadMetadataUpdateParams = serde_json::from_value(
+            json!({"threadId": "t", "gitInfo": {"sha": null, "branch": "main"}}),
+        )
+        .unwrap();
+        let g = p.git_info.unwrap();
+        assert_eq!(g.sha, Patch::Clear);
+        assert_eq!(g.branch, Patch::Set("main".into()));
+        assert_eq!(g.origin_url, Patch::Keep);
+        let p: ThreadItemsListParams = serde_json::from_value(
+            json!({"threadId": "t", "cursor": {"type": "item", "itemId": "i"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            p.cursor,
+            Some(ThreadItemsListCursor::Anchor(ThreadItemsListAnchor::Item {
+                item_id: "i".into()
+            }))
+        );
     }
 }

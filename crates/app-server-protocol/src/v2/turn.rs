@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::v2::{AskForApproval, SandboxPolicy, ThreadItem};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TurnStatus {
     Completed,
@@ -16,7 +16,7 @@ pub enum TurnStatus {
 }
 
 /// How much of `items` a `Turn` carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TurnItemsView {
     NotLoaded,
@@ -27,7 +27,7 @@ pub enum TurnItemsView {
 /// Typed error kind of a failed turn. Unit variants serialise as strings
 /// (`"internalServerError"`), the others as one-key objects
 /// (`{"responseTooManyFailedAttempts": {"httpStatusCode": 429}}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum CodexErrorInfo {
     ContextWindowExceeded,
@@ -46,7 +46,7 @@ pub enum CodexErrorInfo {
     ResponseTooManyFailedAttempts { http_status_code: Option<u16> },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnError {
     pub message: String,
@@ -55,7 +55,7 @@ pub struct TurnError {
     pub additional_details: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Turn {
     pub id: String,
@@ -73,7 +73,7 @@ pub struct Turn {
 
 /// One piece of user input. `text_elements` keeps its snake_case name on
 /// the wire, as in Codex.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum UserInput {
     Text {
@@ -113,7 +113,7 @@ pub enum UserInput {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnStartParams {
     pub thread_id: String,
@@ -136,13 +136,13 @@ pub struct TurnStartParams {
     pub client_user_message_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnStartResponse {
     pub turn: Turn,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnSteerParams {
     pub thread_id: String,
@@ -152,13 +152,13 @@ pub struct TurnSteerParams {
     pub client_user_message_id: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnSteerResponse {
     pub turn_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnInterruptParams {
     pub thread_id: String,

@@ -5,7 +5,8 @@
 
 use base64::Engine;
 use keel_app_server_protocol::v2::{
-    CommandExecParams, CommandExecTerminateParams, CommandExecWriteParams, EmptyResponse,
+    CommandExecParams, CommandExecResizeParams, CommandExecTerminateParams, CommandExecWriteParams,
+    EmptyResponse,
 };
 
 use crate::commands;
@@ -52,5 +53,13 @@ pub fn terminate(ctx: &mut RequestCtx, p: CommandExecTerminateParams) -> Result<
     ctx.runtime
         .processes
         .terminate(ctx.conn.id, &p.process_id)?;
+    ok(&EmptyResponse {})
+}
+
+/// `command/exec/resize`: a `tty` process's terminal size.
+pub fn resize(ctx: &mut RequestCtx, p: CommandExecResizeParams) -> Result<Reply, RpcError> {
+    ctx.runtime
+        .processes
+        .resize(ctx.conn.id, &p.process_id, p.size)?;
     ok(&EmptyResponse {})
 }

@@ -9,10 +9,10 @@ use base64::Engine;
 use keel_app_server_protocol::v2::{
     EmptyResponse, FsCopyParams, FsCreateDirectoryParams, FsGetMetadataResponse, FsPathParams,
     FsReadDirectoryEntry, FsReadDirectoryResponse, FsReadFileResponse, FsRemoveParams,
-    FsWriteFileParams,
+    FsUnwatchParams, FsWatchParams, FsWatchResponse, FsWriteFileParams,
 };
 
-use crate::dispatch::{Reply, ok};
+use crate::dispatch::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
 /// An absolute path with no `.`/`..` components.
@@ -196,4 +196,22 @@ mod tests {
         assert_eq!(err.code, -32603);
         assert!(err.message.contains("No such file or directory"));
     }
+}
+
+/// `fs/watch`: see [`crate::watch`].
+pub async fn watch(ctx: &mut RequestCtx, p: FsWatchParams) -> Result<Reply, RpcError> {
+    let path = checked_path(&p.path)?;
+    let path = ctx
+        .runtime
+        .watchers
+        .watch(&ctx.conn, p.watch_id, &path)
+        .await?;
+    ok(&FsWatchResponse {
+        path: path.display().to_string(),
+    })
+}
+
+pub fn unwatch(ctx: &mut RequestCtx, p: FsUnwatchParams) -> Result<Reply, RpcError> {
+    ctx.runtime.watchers.unwatch(ctx.conn.id, &p.watch_id)?;
+    ok(&EmptyResponse {})
 }

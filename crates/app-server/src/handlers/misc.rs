@@ -7,16 +7,79 @@ use keel_app_server_protocol::v2::{
     HooksListResponse, Model, ModelListParams, ModelListResponse, ModelProviderInfo,
     ModelProviderListResponse, ReasoningEffortOption, SkillsListEntry, SkillsListResponse,
 };
-use serde_json::{Map, Value, json};
+use keel_core::ModelInfo;
+use keel_protocol::ThinkingLevel;
+use serde_json::{Map, json};
 
 use crate::dispatch::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
-const EFFORTS: [&str; 6] = ["minimal", "low", "medium", "high", "xhigh", "none"];
+/// Codex's name of a keel thinking level.
+fn effort_name(level: ThinkingLevel) -> &'static str {
+    match level {
+        ThinkingLevel::Off => "none",
+        ThinkingLevel::Minimal => "minimal",
+        ThinkingLevel::Low => "low",
+        ThinkingLevel::Medium => "medium",
+        ThinkingLevel::High => "high",
+        ThinkingLevel::Xhigh => "xhigh",
+    }
+}
 
+/// One catalogue model as `model/list` shows it.
+fn model_entry(m: &ModelInfo, is_default: bool) -> Model {
+    // Unknown levels (an empty list): every level is passed through.
+    let levels: Vec<ThinkingLevel> = if m.thinking_levels.is_empty() {
+        ThinkingLevel::ALL.to_vec()
+    } else {
+        m.thinking_levels.clone()
+    };
+    let default_effort = if levels.contains(&ThinkingLevel::Medium) {
+        ThinkingLevel::Medium
+    } else {
+        levels.first().copied().unwrap_or(ThinkingLevel::Off)
+    };
+    let mut input_modalities = vec!["text".to_owned()];
+    if m.images {
+        input_modalities.push("image".to_owned());
+    }
+    Model {
+        id: m.id.clone(),
+        model: m.id.clone(),
+        display_name: if m.name.is_empty() {
+            m.id.clone()
+        } else {
+            m.name.clone()
+        },
+        description: format!(
+            "{} via {} ({}k context)",
+            m.id,
+            m.provider,
+            m.context_window / 1000
+        ),
+        hidden: false,
+        is_default,
+        default_reasoning_effort: effort_name(default_effort).to_owned(),
+        supported_reasoning_efforts: levels
+            .iter()
+            .map(|l| ReasoningEffortOption {
+                reasoning_effort: effort_name(*l).to_owned(),
+                description: match l {
+                    ThinkingLevel::Off => "no reasoning".to_owned(),
+                    other => format!("{} reasoning", effort_name(*other)),
+                },
+            })
+            .collect(),
+        input_modalities,
+        upgrade: None,
+    }
+}
+
+/// `model/list`: the configured models (the first is the default), then
+/// the model catalogue's models of every usable provider.
 pub fn model_list(ctx: &mut RequestCtx, p: ModelListParams) -> Result<Reply, RpcError> {
-    let models = ctx.runtime.models.models();
-    let mut data: Vec<Model> = models
+    let models = ctx.runtime.models.available();
+    let data: Vec<Model> = models
         .iter()
         .enumerate()
         .filter(|(_, m)| {
@@ -24,38 +87,10 @@ pub fn model_list(ctx: &mut RequestCtx, p: ModelListParams) -> Result<Reply, Rpc
                 .as_deref()
                 .is_none_or(|prov| prov == m.provider)
         })
-        .map(|(i, m)| Model {
-            id: m.id.clone(),
-            model: m.id.clone(),
-            display_name: m.id.clone(),
-            description: format!("{} via {}", m.id, m.provider),
-            hidden: false,
-            is_default: i == 0,
-            default_reasoning_effort: "medium".to_owned(),
-            supported_reasoning_efforts: EFFORTS[..5]
-                .iter()
-                .map(|e| ReasoningEffortOption {
-                    reasoning_effort: (*e).to_owned(),
-                    description: format!("{e} reasoning"),
-                })
-                .collect(),
-            input_modalities: vec!["text".to_owned(), "image".to_owned()],
-            upgrade: None,
-        })
+        .map(|(i, m)| model_entry(m, i == 0))
         .collect();
-    let start = p
-        .cursor
-        .as_deref()
-        .and_then(|c| c.parse::<usize>().ok())
-        .unwrap_or(0);
-    let limit = p
-        .limit
-        .map(|l| l as usize)
-        .filter(|l| *l > 0)
-        .unwrap_or(usize::MAX);
-    let total = data.len();
-    data = data.into_iter().skip(start).take(limit).collect();
-    let next_cursor = (start + data.len() < total).then(|| (start + data.len()).to_string());
+    let (data, next_cursor) =
+        crate::handlers::thread::page_all(data, p.cursor.as_deref(), p.limit)?;
     ok(&ModelListResponse { data, next_cursor })
 }
 
@@ -83,7 +118,9 @@ pub fn model_provider_list(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
     })
 }
 
-pub fn config_read(ctx: &mut RequestCtx, _p: ConfigReadParams) -> Result<Reply, RpcError> {
+/// `config/read`: keel's effective model settings, and the approval policy
+/// the workspace's stored approval mode maps onto.
+pub async fn config_read(ctx: &mut RequestCtx, p: ConfigReadParams) -> Result<Reply, RpcError> {
     let models = ctx.runtime.models.models();
     let mut config = Map::new();
     let default = models.first();
@@ -96,7 +133,17 @@ pub fn config_read(ctx: &mut RequestCtx, _p: ConfigReadParams) -> Result<Reply, 
         "model_context_window".into(),
         json!(default.map(|m| m.context_window)),
     );
-    config.insert("approval_policy".into(), json!("on-request"));
+    let cwd = p
+        .cwd
+        .as_deref()
+        .map(std::path::PathBuf::from)
+        .filter(|c| c.is_absolute())
+        .unwrap_or_else(|| ctx.runtime.config.default_cwd.clone());
+    let policy = crate::approvals::default_policy(&ctx.runtime, &cwd).await;
+    config.insert(
+        "approval_policy".into(),
+        serde_json::to_value(&policy).map_err(RpcError::internal)?,
+    );
     config.insert("sandbox_mode".into(), json!("danger-full-access"));
     let file = ctx.runtime.config.home.join("config.toml");
     let mut origins = Map::new();
@@ -108,7 +155,6 @@ pub fn config_read(ctx: &mut RequestCtx, _p: ConfigReadParams) -> Result<Reply, 
             );
         }
     }
-    let _ = Value::Null;
     ok(&ConfigReadResponse {
         config,
         origins,

@@ -6,4 +6,5 @@ pub mod fs;
 pub mod initialize;
 pub mod misc;
 pub mod thread;
+pub mod thread_admin;
 pub mod turn;

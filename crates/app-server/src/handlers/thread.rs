@@ -1,11 +1,11 @@
-//! `thread/*`: start, resume, list, read, turns, loaded list, name,
-//! unsubscribe.
+//! `thread/*`: start, resume, fork, list, read, turns, loaded list, name,
+//! unsubscribe, compact.
 
 use std::path::PathBuf;
 
 use keel_app_server_protocol::v2::{
     AskForApproval, DeprecationNoticeNotification, EmptyResponse, ServerNotification,
-    SortDirection, Thread, ThreadIdParams, ThreadListParams, ThreadListResponse,
+    SortDirection, Thread, ThreadForkParams, ThreadIdParams, ThreadListParams, ThreadListResponse,
     ThreadLoadedListParams, ThreadLoadedListResponse, ThreadReadParams, ThreadReadResponse,
     ThreadResumeParams, ThreadSessionResponse, ThreadSetNameParams, ThreadStartParams,
     ThreadStartedNotification, ThreadTurnsListParams, ThreadTurnsListResponse,
@@ -90,6 +90,16 @@ pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, 
 
 pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply, RpcError> {
     check_policy(ctx, p.approval_policy.as_ref())?;
+    if ctx.runtime.thread(&p.thread_id).is_none()
+        && crate::metadata::load(&ctx.runtime.config.home, &p.thread_id)
+            .await
+            .archived
+    {
+        return Err(RpcError::invalid(format!(
+            "thread {} is archived; unarchive it first",
+            p.thread_id
+        )));
+    }
     let opts = OpenOptions {
         cwd: p.cwd.map(PathBuf::from),
         model: p.model.clone(),
@@ -112,7 +122,72 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
         loaded_turns(&thread)
     };
     ctx.after.push(After::ReplayApprovals(thread.id.clone()));
-    ok(&session_response(ctx, &thread, turns))
+    let mut response = session_response(ctx, &thread, turns);
+    crate::metadata::decorate(&ctx.runtime.config.home, &mut response.thread).await;
+    ok(&response)
+}
+
+/// `thread/fork`: a new thread (and session file, recording its parent)
+/// with the source's history through `lastTurnId`; announced with
+/// `thread/started`.
+pub async fn fork(ctx: &mut RequestCtx, p: ThreadForkParams) -> Result<Reply, RpcError> {
+    check_policy(ctx, p.approval_policy.as_ref())?;
+    let opts = OpenOptions {
+        cwd: p.cwd.map(PathBuf::from),
+        model: p.model,
+        model_provider: p.model_provider,
+        approval_policy: p.approval_policy,
+        sandbox: p.sandbox,
+        base_instructions: p.base_instructions,
+        developer_instructions: p.developer_instructions,
+        ephemeral: p.ephemeral,
+        originator: Some(ctx.conn.caps().client_name),
+    };
+    let thread = sessions::fork_thread(
+        &ctx.runtime,
+        &p.thread_id,
+        p.path.as_deref(),
+        p.last_turn_id.as_deref(),
+        opts,
+    )
+    .await?;
+    ctx.runtime.subscribe(&thread.id, ctx.conn.id);
+    let turns = if p.exclude_turns {
+        Vec::new()
+    } else {
+        loaded_turns(&thread)
+    };
+    let response = session_response(ctx, &thread, turns);
+    let mut started = response.thread.clone();
+    started.turns = Vec::new();
+    ctx.after.push(After::NotifyThread(
+        thread.id.clone(),
+        Box::new(ServerNotification::ThreadStarted(
+            ThreadStartedNotification { thread: started },
+        )),
+    ));
+    ok(&response)
+}
+
+/// `thread/compact/start`: answers `{}` at once; the compaction runs as a
+/// turn of its own (`turn/started`, a `contextCompaction` item,
+/// `turn/completed`).
+pub async fn compact_start(ctx: &mut RequestCtx, p: ThreadIdParams) -> Result<Reply, RpcError> {
+    let thread = ctx
+        .runtime
+        .thread(&p.thread_id)
+        .ok_or_else(|| RpcError::thread_not_found(&p.thread_id))?;
+    if thread.active_turn_id().is_some() || thread.handle.snapshot().is_compacting {
+        return Err(RpcError::invalid("a turn is in progress on this thread"));
+    }
+    ctx.runtime.subscribe(&thread.id, ctx.conn.id);
+    let handle = thread.handle.clone();
+    tokio::spawn(async move {
+        if let Err(e) = handle.compact(None).await {
+            tracing::info!(error = %e, "thread/compact/start: the compaction did not complete");
+        }
+    });
+    ok(&EmptyResponse {})
 }
 
 fn matches_filters(t: &Thread, p: &ThreadListParams) -> bool {
@@ -137,8 +212,18 @@ fn matches_filters(t: &Thread, p: &ThreadListParams) -> bool {
     true
 }
 
+/// [`page`] whose default page holds everything.
+pub(crate) fn page_all<T>(
+    items: Vec<T>,
+    cursor: Option<&str>,
+    limit: Option<u32>,
+) -> Result<(Vec<T>, Option<String>), RpcError> {
+    let limit = limit.filter(|l| *l > 0).unwrap_or(u32::MAX);
+    page(items, cursor, Some(limit))
+}
+
 /// A cursor is the offset of the next item.
-fn page<T>(
+pub(crate) fn page<T>(
     items: Vec<T>,
     cursor: Option<&str>,
     limit: Option<u32>,
@@ -160,20 +245,15 @@ fn page<T>(
 }
 
 pub async fn list(ctx: &mut RequestCtx, p: ThreadListParams) -> Result<Reply, RpcError> {
-    if p.archived == Some(true) {
-        return ok(&ThreadListResponse {
-            data: Vec::new(),
-            next_cursor: None,
-            backwards_cursor: None,
-        });
-    }
+    let archived = p.archived.unwrap_or(false);
     let mut threads: Vec<Thread> = Vec::new();
     for s in sessions::list_sessions(&ctx.runtime).await {
-        let t = match ctx.runtime.thread(&s.id) {
+        let mut t = match ctx.runtime.thread(&s.id) {
             Some(loaded) => loaded.to_thread(&ctx.runtime.config.version, Vec::new()),
             None => sessions::summary_thread(&ctx.runtime, &s),
         };
-        if matches_filters(&t, &p) {
+        let meta = crate::metadata::decorate(&ctx.runtime.config.home, &mut t).await;
+        if meta.archived == archived && matches_filters(&t, &p) {
             threads.push(t);
         }
     }
@@ -192,8 +272,9 @@ pub async fn list(ctx: &mut RequestCtx, p: ThreadListParams) -> Result<Reply, Rp
     })
 }
 
-/// A thread by id: loaded, or read from its session file.
-async fn read_thread(
+/// A thread by id: loaded, or read from its session file (with its
+/// stored metadata applied).
+pub(crate) async fn read_thread(
     ctx: &RequestCtx,
     id: &str,
     include_turns: bool,
@@ -205,7 +286,9 @@ async fn read_thread(
         } else {
             Vec::new()
         };
-        return Ok((t.to_thread(&ctx.runtime.config.version, shown), turns));
+        let mut thread = t.to_thread(&ctx.runtime.config.version, shown);
+        crate::metadata::decorate(&ctx.runtime.config.home, &mut thread).await;
+        return Ok((thread, turns));
     }
     let path = sessions::find_session_file(&ctx.runtime, id)
         .await
@@ -230,6 +313,7 @@ async fn read_thread(
     if include_turns {
         thread.turns = turns.clone();
     }
+    crate::metadata::decorate(&ctx.runtime.config.home, &mut thread).await;
     Ok((thread, turns))
 }
 

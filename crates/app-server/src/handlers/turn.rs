@@ -1,13 +1,20 @@
 //! `turn/*`: start (or steer, when a turn is active — as the Codex server
 //! does), steer, interrupt.
+//!
+//! `turn/start`'s overrides stick for later turns: `model`, `effort`,
+//! `cwd` (tools and the system prompt use it from the next model call),
+//! `approvalPolicy`, `sandboxPolicy` (recorded only). A `warning` goes out
+//! before the response when the model is unknown to the catalogue (every
+//! turn, as Codex does) or the requested effort was clamped.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
 use keel_app_server_protocol::v2::{
-    EmptyResponse, Turn, TurnInterruptParams, TurnItemsView, TurnStartParams, TurnStartResponse,
-    TurnStatus, TurnSteerParams, TurnSteerResponse, UserInput,
+    EmptyResponse, ServerNotification, Turn, TurnInterruptParams, TurnItemsView, TurnStartParams,
+    TurnStartResponse, TurnStatus, TurnSteerParams, TurnSteerResponse, UserInput,
+    WarningNotification,
 };
 use keel_protocol::{ImageContent, Op, ThinkingLevel};
 use tokio::sync::oneshot;
@@ -15,7 +22,7 @@ use tokio::sync::oneshot;
 use crate::dispatch::{After, Reply, RequestCtx, ok};
 use crate::items::data_url;
 use crate::rpc_error::RpcError;
-use crate::sessions::{choose_model, provider_for};
+use crate::sessions::{choose_model, model_warning, provider_for};
 use crate::thread_state::{ActiveTurn, LoadedThread};
 
 fn thread(ctx: &RequestCtx, id: &str) -> Result<Arc<LoadedThread>, RpcError> {
@@ -99,7 +106,29 @@ fn in_progress(id: &str) -> Turn {
 }
 
 fn effort(level: &str) -> Option<ThinkingLevel> {
+    if level == "none" {
+        return Some(ThinkingLevel::Off);
+    }
     serde_json::from_value(serde_json::Value::String(level.to_owned())).ok()
+}
+
+fn level_name(level: ThinkingLevel) -> String {
+    serde_json::to_value(level)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+async fn warn(ctx: &RequestCtx, thread: &LoadedThread, message: String) {
+    ctx.runtime
+        .notify_thread(
+            &thread.id,
+            &ServerNotification::Warning(WarningNotification {
+                thread_id: Some(thread.id.clone()),
+                message,
+            }),
+        )
+        .await;
 }
 
 pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, RpcError> {
@@ -120,6 +149,17 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
     if let Some(policy) = p.sandbox_policy.clone() {
         thread.state().sandbox = policy;
     }
+    if let Some(cwd) = p.cwd.as_deref().filter(|c| !c.is_empty()) {
+        let cwd = std::path::PathBuf::from(cwd);
+        if !cwd.is_absolute() {
+            return Err(RpcError::invalid_params(
+                "AbsolutePathBuf deserialized without a base path",
+            ));
+        }
+        let cwd = keel_tools::normalize_path(&cwd);
+        thread.handle.set_cwd(cwd.clone());
+        thread.state().cwd = cwd;
+    }
     if let Some(model) = p.model.as_deref().filter(|m| !m.is_empty()) {
         let current = thread.state().model.clone();
         if current.id != model {
@@ -139,6 +179,24 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
             .submit(Op::SetThinkingLevel { level })
             .await
             .map_err(RpcError::internal)?;
+        let used = thread.handle.snapshot().thinking_level;
+        if used != level {
+            let model = thread.state().model.id.clone();
+            warn(
+                ctx,
+                &thread,
+                format!(
+                    "{model} does not support reasoning effort {}; using {}",
+                    level_name(level),
+                    level_name(used)
+                ),
+            )
+            .await;
+        }
+    }
+    let model = thread.state().model.clone();
+    if let Some(message) = model_warning(&ctx.runtime, &model) {
+        warn(ctx, &thread, message).await;
     }
     let (ready_tx, ready_rx) = oneshot::channel();
     let turn_id = {

@@ -23,7 +23,15 @@ impl ApprovalEngine {
     /// call (fail closed). A `Held` outcome is already stored, so it may be
     /// announced and waited on ([`wait`](Self::wait)).
     pub async fn gate_check(&self, call: &CallContext) -> GateOutcome {
-        match self.evaluate(call).await {
+        self.gate_check_in(call, None).await
+    }
+
+    /// [`gate_check`](Self::gate_check) under `mode` instead of the
+    /// workspace's effective mode when `mode` is given (a front end with
+    /// its own per-session policy, such as the app-server's
+    /// `approvalPolicy`). Nothing is stored about the mode.
+    pub async fn gate_check_in(&self, call: &CallContext, mode: Option<Mode>) -> GateOutcome {
+        match self.evaluate_in(call, mode).await {
             Ok(outcome) => outcome,
             Err(e) => {
                 tracing::error!(error = %e, call_id = %call.call_id, "approval check failed; denying");
@@ -154,6 +162,11 @@ impl ApprovalEngine {
 
     /// The decision order, failing with an error instead of denying.
     pub async fn evaluate(&self, call: &CallContext) -> Result<GateOutcome> {
+        self.evaluate_in(call, None).await
+    }
+
+    /// The decision order under `mode` (the effective mode when `None`).
+    pub async fn evaluate_in(&self, call: &CallContext, mode: Option<Mode>) -> Result<GateOutcome> {
         let c = classify(&call.tool_name, &call.args, call.origin, &call.cwd);
         let digest = digest(&call.tool_name, &call.args);
         if let Some(row) = self
@@ -182,7 +195,10 @@ impl ApprovalEngine {
             .await?;
             return Ok(allow_auto());
         }
-        let mode = self.effective_mode(&call.workspace).await?;
+        let mode = match mode {
+            Some(mode) => mode,
+            None => self.effective_mode(&call.workspace).await?,
+        };
 
         // 2. A matching always-allow rule runs (never for money).
         if c.class != Class::Money {

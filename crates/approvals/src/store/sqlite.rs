@@ -1,7 +1,9 @@
 //! The embedded SQLite approval store.
 //!
-//! Owns [`SqliteStore`]: one connection per store (WAL, `synchronous=FULL`,
-//! a busy timeout so several keel processes can share the file), every call
+//! Owns [`SqliteStore`]: one connection per store (WAL, `synchronous=FULL`;
+//! decisions and audit lines commit with `NORMAL`, without a sync of their
+//! own, since the claim that must follow a decision before anything runs is
+//! synced; a busy timeout so several keel processes can share the file), every call
 //! run on tokio's blocking pool, and the SQL for the [`ApprovalStore`]
 //! operations. Decisions are single `UPDATE ... WHERE id = ? AND revision = ?
 //! AND status = 'pending'` statements, so two processes deciding the same row
@@ -70,6 +72,7 @@ impl SqliteStore {
         }
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
+        conn.set_prepared_statement_cache_capacity(64);
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         migrate(&mut conn)?;
@@ -81,6 +84,24 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// [`run`](Self::run) with `synchronous=NORMAL`: the commit goes to
+    /// the WAL without an fsync of its own; it survives a crash of the
+    /// process, and the next synced (`FULL`) commit makes it durable
+    /// against a power loss too (WAL frames are synced in order).
+    async fn run_unsynced<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        self.run(move |conn| {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            let result = f(conn);
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            result
+        })
+        .await
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>
@@ -208,9 +229,26 @@ fn audit(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
     })
 }
 
+/// `Connection::execute` through the connection's statement cache: the
+/// same few statements run on every turn, and preparing one costs more than
+/// running it.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// `Connection::query_row` through the statement cache.
+fn query_one<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
+}
+
 fn get_request(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>> {
     let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE id = ?1");
-    Ok(conn.query_row(&sql, [id], record).optional()?)
+    Ok(query_one(conn, &sql, [id], record).optional()?)
 }
 
 fn limit_value(limit: Option<usize>) -> i64 {
@@ -222,7 +260,7 @@ impl ApprovalStore for SqliteStore {
     async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
         self.run(move |conn| {
             let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;
-            conn.execute(
+            exec(conn,
                 "INSERT INTO approval_requests (id, workspace, session_id, call_id, tool, \
                  operation, args_json, digest, class, reason, understood, offer_json, delivery, \
                  status, revision, created_at, expires_at) \
@@ -266,8 +304,7 @@ impl ApprovalStore for SqliteStore {
                 "SELECT {REQUEST_COLUMNS} FROM approval_requests \
                  WHERE session_id = ?1 AND call_id = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"
             );
-            Ok(conn
-                .query_row(&sql, [session_id, call_id], record)
+            Ok(query_one(conn, &sql, [session_id, call_id], record)
                 .optional()?)
         })
         .await
@@ -298,7 +335,7 @@ impl ApprovalStore for SqliteStore {
                  ORDER BY created_at DESC, rowid DESC LIMIT ?{}",
                 values.len()
             );
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(values), record)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
@@ -312,8 +349,13 @@ impl ApprovalStore for SqliteStore {
         u: DecisionUpdate,
     ) -> Result<Option<ApprovalRecord>> {
         let id = id.to_owned();
-        self.run(move |conn| {
-            let changed = conn.execute(
+        // Not synced on its own: nothing runs on a decision until the call
+        // is claimed (`consume`), whose synced commit carries this one too.
+        // A crash of the process keeps it; a power loss before the claim
+        // can only make the request pending again.
+        self.run_unsynced(move |conn| {
+            let changed = exec(
+                conn,
                 "UPDATE approval_requests SET status = ?1, note = ?2, by_message = ?3, \
                  stop_turn = ?4, decided_by = ?5, approved_by = ?6, rule_id = ?7, \
                  idempotency_key = ?8, decided_at = ?9, revision = revision + 1 \
@@ -344,7 +386,8 @@ impl ApprovalStore for SqliteStore {
     async fn consume(&self, id: &str, at: i64) -> Result<bool> {
         let id = id.to_owned();
         self.run(move |conn| {
-            Ok(conn.execute(
+            Ok(exec(
+                conn,
                 "UPDATE approval_requests SET consumed_at = ?1 \
                  WHERE id = ?2 AND status != 'pending' AND consumed_at IS NULL",
                 params![at, id],
@@ -362,7 +405,7 @@ impl ApprovalStore for SqliteStore {
     ) -> Result<bool> {
         let id = id.to_owned();
         self.run(move |conn| {
-            Ok(conn.execute(
+            Ok(exec(conn,
                 "UPDATE approval_requests SET finished_at = ?1, outcome = ?2, outcome_is_error = ?3 \
                  WHERE id = ?4 AND finished_at IS NULL",
                 params![at, outcome, is_error, id],
@@ -376,7 +419,7 @@ impl ApprovalStore for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction()?;
             for id in &ids {
-                tx.execute(
+                exec(&tx,
                     "UPDATE approval_requests SET reported_at = ?1 WHERE id = ?2 AND reported_at IS NULL",
                     params![at, id],
                 )?;
@@ -393,7 +436,8 @@ impl ApprovalStore for SqliteStore {
                 Lifetime::Permanent => None,
                 Lifetime::Session { session_id } => Some(session_id.clone()),
             };
-            conn.execute(
+            exec(
+                conn,
                 "INSERT INTO approval_rules (id, workspace, tool, operation, scope_kind, \
                  scope_value, label, session_id, created_at, created_from, last_matched_at, \
                  match_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
@@ -426,7 +470,7 @@ impl ApprovalStore for SqliteStore {
                         "SELECT {RULE_COLUMNS} FROM approval_rules WHERE workspace = ?1 \
                          ORDER BY created_at, rowid"
                     );
-                    let mut stmt = conn.prepare(&sql)?;
+                    let mut stmt = conn.prepare_cached(&sql)?;
                     stmt.query_map([ws], rule)?
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
@@ -434,7 +478,7 @@ impl ApprovalStore for SqliteStore {
                     let sql = format!(
                         "SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, rowid"
                     );
-                    let mut stmt = conn.prepare(&sql)?;
+                    let mut stmt = conn.prepare_cached(&sql)?;
                     stmt.query_map([], rule)?
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
@@ -448,17 +492,15 @@ impl ApprovalStore for SqliteStore {
         let id = id.to_owned();
         self.run(move |conn| {
             let sql = format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = ?1");
-            Ok(conn.query_row(&sql, [id], rule).optional()?)
+            Ok(query_one(conn, &sql, [id], rule).optional()?)
         })
         .await
     }
 
     async fn delete_rule(&self, id: &str) -> Result<bool> {
         let id = id.to_owned();
-        self.run(move |conn| {
-            Ok(conn.execute("DELETE FROM approval_rules WHERE id = ?1", [id])? == 1)
-        })
-        .await
+        self.run(move |conn| Ok(exec(conn, "DELETE FROM approval_rules WHERE id = ?1", [id])? == 1))
+            .await
     }
 
     async fn touch_rules(&self, ids: &[String], at: i64) -> Result<()> {
@@ -466,7 +508,8 @@ impl ApprovalStore for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction()?;
             for id in &ids {
-                tx.execute(
+                exec(
+                    &tx,
                     "UPDATE approval_rules SET match_count = match_count + 1, last_matched_at = ?1 \
                      WHERE id = ?2",
                     params![at, id],
@@ -481,13 +524,13 @@ impl ApprovalStore for SqliteStore {
     async fn get_mode(&self, workspace: &str) -> Result<Option<Mode>> {
         let workspace = workspace.to_owned();
         self.run(move |conn| {
-            let mode: Option<String> = conn
-                .query_row(
-                    "SELECT mode FROM approval_modes WHERE workspace = ?1",
-                    [workspace],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let mode: Option<String> = query_one(
+                conn,
+                "SELECT mode FROM approval_modes WHERE workspace = ?1",
+                [workspace],
+                |r| r.get(0),
+            )
+            .optional()?;
             mode.map(|m| m.parse()).transpose()
         })
         .await
@@ -496,7 +539,7 @@ impl ApprovalStore for SqliteStore {
     async fn set_mode(&self, workspace: &str, mode: Mode, at: i64) -> Result<()> {
         let workspace = workspace.to_owned();
         self.run(move |conn| {
-            conn.execute(
+            exec(conn,
                 "INSERT INTO approval_modes (workspace, mode, updated_at) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (workspace) DO UPDATE SET mode = excluded.mode, updated_at = excluded.updated_at",
                 params![workspace, mode.as_str(), at],
@@ -507,8 +550,12 @@ impl ApprovalStore for SqliteStore {
     }
 
     async fn append_audit(&self, e: NewAudit) -> Result<()> {
-        self.run(move |conn| {
-            conn.execute(
+        // An audit line is history, not state: it is not synced on its own
+        // (the next synced commit of the WAL carries it), so a tool call
+        // never waits on the disk for it.
+        self.run_unsynced(move |conn| {
+            exec(
+                conn,
                 "INSERT INTO approval_audit (at, workspace, session_id, call_id, request_id, tool, \
                  class, mode, outcome, approved_by, rule_ids, decider, detail) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -557,7 +604,7 @@ impl ApprovalStore for SqliteStore {
                 "SELECT {AUDIT_COLUMNS} FROM approval_audit {where_sql} ORDER BY id DESC LIMIT ?{}",
                 values.len()
             );
-            let mut stmt = conn.prepare(&sql)?;
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(values), audit)?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })

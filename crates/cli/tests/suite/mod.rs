@@ -5,6 +5,7 @@ mod approvals;
 mod config;
 mod exec;
 mod exec_abort;
+mod html_export;
 mod providers;
 mod rpc;
 mod sessions;

@@ -30,15 +30,29 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::LocalSpec;
+use super::grammar::text_grammar;
 use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
-use super::parse::{OutputSplitter, Piece};
+use super::parse::{OutputSplitter, ParsedCall, Piece, repeats_last_call};
 use super::template::{ChatTemplate, template_messages};
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
 
 /// Prompt tokens evaluated per `decode` call: cancellation is checked
 /// between batches.
 const PROMPT_BATCH: usize = 128;
+
+/// The text-only grammar, built once.
+static TEXT_ONLY: std::sync::LazyLock<String> = std::sync::LazyLock::new(text_grammar);
+
+/// What one generation produced.
+struct Attempt {
+    input: u64,
+    reused: u64,
+    generated: u64,
+    total: u64,
+    calls: Vec<ParsedCall>,
+    stop: StopReason,
+}
 
 /// One model call for the engine thread.
 pub(crate) struct Job {
@@ -299,6 +313,71 @@ impl Loaded<'_> {
             .render(&messages, &request.tools, true)
             .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
         tracing::trace!(%prompt, "local model prompt");
+        let after_user = matches!(
+            request.messages.last(),
+            Some(keel_protocol::Message::User(_))
+        );
+        let mut grammar = tool_grammar(&request.tools, self.spec.grammar, after_user);
+        let mut usage = Usage::default();
+        let mut started = false;
+        loop {
+            let out = self.attempt(
+                &prompt,
+                request,
+                grammar.as_deref(),
+                events,
+                cancel,
+                &mut started,
+            )?;
+            usage.input += out.input;
+            usage.cache_read = usage.cache_read.max(out.reused);
+            usage.output += out.generated;
+            usage.total_tokens = out.total;
+            // A call the model just got the result of, asked for again: make
+            // it answer in text instead (once).
+            let fresh: Vec<ParsedCall> = out
+                .calls
+                .iter()
+                .filter(|c| !repeats_last_call(c, &request.messages))
+                .cloned()
+                .collect();
+            if !out.calls.is_empty()
+                && fresh.is_empty()
+                && grammar.as_deref() != Some(TEXT_ONLY.as_str())
+            {
+                tracing::info!(
+                    calls = out.calls.len(),
+                    "local model repeated its last call; asking for an answer"
+                );
+                grammar = Some(TEXT_ONLY.clone());
+                continue;
+            }
+            let mut emitter = Emitter::new(events);
+            for call in fresh {
+                emitter.piece(Piece::Call(call));
+            }
+            let stop = if emitter.calls > 0 {
+                StopReason::ToolUse
+            } else {
+                out.stop
+            };
+            let _ = events.send(Ok(ModelEvent::Usage(usage)));
+            let _ = events.send(Ok(ModelEvent::Finish { stop_reason: stop }));
+            return Ok(());
+        }
+    }
+
+    /// One generation for `prompt`: text is sent as it comes, calls are
+    /// returned. Sends `Start` first unless `started`.
+    fn attempt(
+        &mut self,
+        prompt: &str,
+        request: &ModelRequest,
+        grammar: Option<&str>,
+        events: &mpsc::UnboundedSender<Result<ModelEvent>>,
+        cancel: &CancellationToken,
+        started: &mut bool,
+    ) -> Result<Attempt> {
         // Keep what the cache already holds of this prompt; tokenize the rest.
         let (mut reused, mut start) = self.cache.plan(prompt.as_bytes());
         if !self.keep(reused) {
@@ -316,22 +395,21 @@ impl Loaded<'_> {
                 ),
             ));
         }
-        let grammar = match self.spec.grammar {
-            GrammarMode::Off => None,
-            mode => tool_grammar(&request.tools, mode),
-        };
-        let mut sampler = self.sampler(grammar.as_deref())?;
-        let _ = events.send(Ok(ModelEvent::Start { response_id: None }));
+        let mut sampler = self.sampler(grammar)?;
+        if !*started {
+            *started = true;
+            let _ = events.send(Ok(ModelEvent::Start { response_id: None }));
+        }
 
         // Prompt: keep the common prefix, evaluate the rest.
-        let started = Instant::now();
+        let prefill_started = Instant::now();
         let pieces: Vec<Vec<u8>> = tokens
             .iter()
             .map(|t| self.model.vocab().token_to_piece(*t, true, None))
             .collect();
         self.eval(&tokens, cancel)?;
         self.cache.push(&tokens, &pieces, suffix);
-        let prefill = started.elapsed();
+        let prefill = prefill_started.elapsed();
 
         // Generation.
         let tool_names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
@@ -344,7 +422,17 @@ impl Loaded<'_> {
         let mut bytes: Vec<u8> = Vec::new();
         let mut generated = 0usize;
         let mut stop = StopReason::Length;
-        let mut emitter = Emitter::new(events);
+        let mut calls = Vec::new();
+        let mut take = |pieces: Vec<Piece>| {
+            for piece in pieces {
+                match piece {
+                    Piece::Text(t) => {
+                        let _ = events.send(Ok(ModelEvent::TextDelta(t)));
+                    }
+                    Piece::Call(c) => calls.push(c),
+                }
+            }
+        };
         let gen_started = Instant::now();
         while generated < limit {
             if cancel.is_cancelled() || events.is_closed() {
@@ -360,9 +448,7 @@ impl Loaded<'_> {
             bytes.extend_from_slice(&piece);
             let text = take_utf8(&mut bytes);
             if !text.is_empty() {
-                for piece in splitter.push(&text) {
-                    emitter.piece(piece);
-                }
+                take(splitter.push(&text));
             }
             if generated < limit {
                 self.eval(&[token], cancel)?;
@@ -371,13 +457,9 @@ impl Loaded<'_> {
             }
         }
         if !bytes.is_empty() {
-            for piece in splitter.push(&String::from_utf8_lossy(&bytes)) {
-                emitter.piece(piece);
-            }
+            take(splitter.push(&String::from_utf8_lossy(&bytes)));
         }
-        for piece in splitter.finish() {
-            emitter.piece(piece);
-        }
+        take(splitter.finish());
         let gen_time = gen_started.elapsed();
         tracing::info!(
             prompt_tokens,
@@ -390,20 +472,14 @@ impl Loaded<'_> {
             grammar = grammar.is_some(),
             "local model call"
         );
-        if emitter.calls > 0 {
-            stop = StopReason::ToolUse;
-        }
-        let usage = Usage {
+        Ok(Attempt {
             input: tokens.len() as u64,
-            output: generated as u64,
-            cache_read: reused as u64,
-            cache_write: 0,
-            total_tokens: (prompt_tokens + generated) as u64,
-            cost: Default::default(),
-        };
-        let _ = events.send(Ok(ModelEvent::Usage(usage)));
-        let _ = events.send(Ok(ModelEvent::Finish { stop_reason: stop }));
-        Ok(())
+            reused: reused as u64,
+            generated: generated as u64,
+            total: (prompt_tokens + generated) as u64,
+            calls,
+            stop,
+        })
     }
 
     fn sampler(&self, grammar: Option<&str>) -> Result<LlamaSampler> {

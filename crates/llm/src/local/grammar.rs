@@ -41,6 +41,10 @@ pub enum GrammarMode {
     Auto,
     /// One or more tool calls, nothing else.
     Required,
+    /// `Required` for the answer to a user message, `Auto` after tool
+    /// results: act on every request first, then report.
+    #[serde(rename = "call-first")]
+    CallFirst,
     /// No grammar: the model writes freely; tool calls in `<tool_call>`
     /// tags, fenced JSON or bare JSON are recognised afterwards.
     Off,
@@ -53,9 +57,10 @@ impl std::str::FromStr for GrammarMode {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Ok(GrammarMode::Auto),
             "required" => Ok(GrammarMode::Required),
+            "call-first" | "call_first" => Ok(GrammarMode::CallFirst),
             "off" | "none" => Ok(GrammarMode::Off),
             other => Err(format!(
-                "unknown grammar mode {other:?}: use auto, required or off"
+                "unknown grammar mode {other:?}: use auto, call-first, required or off"
             )),
         }
     }
@@ -74,11 +79,18 @@ array ::= "[" ( value ( ", " value )* )? "]"
 "#;
 
 /// The grammar for `tools` in `mode`, or `None` when there is nothing to
-/// constrain (no tools, or [`GrammarMode::Off`]).
-pub fn tool_grammar(tools: &[ToolSpec], mode: GrammarMode) -> Option<String> {
+/// constrain (no tools, or [`GrammarMode::Off`]). `after_user` says whether
+/// the model answers a user message (rather than tool results), for
+/// [`GrammarMode::CallFirst`].
+pub fn tool_grammar(tools: &[ToolSpec], mode: GrammarMode, after_user: bool) -> Option<String> {
     if tools.is_empty() || mode == GrammarMode::Off {
         return None;
     }
+    let required = match mode {
+        GrammarMode::Required => true,
+        GrammarMode::CallFirst => after_user,
+        _ => false,
+    };
     let mut b = Builder::default();
     let mut calls = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
@@ -90,23 +102,33 @@ pub fn tool_grammar(tools: &[ToolSpec], mode: GrammarMode) -> Option<String> {
         calls.push(format!("{} {args} {}", lit(&head), lit("}\n</tool_call>")));
     }
     let mut out = String::new();
-    match mode {
-        GrammarMode::Required => out.push_str("root ::= calls\n"),
-        _ => out.push_str("root ::= calls | text\n"),
+    if required {
+        out.push_str("root ::= calls\n");
+    } else {
+        out.push_str("root ::= calls | text\n");
     }
     out.push_str("calls ::= call ( \"\\n\" call )*\n");
     out.push_str(&format!("call ::= {}\n", calls.join(" | ")));
-    // Text may not open like a call or bare JSON, and holds no code fence
-    // (at most two backticks in a row): code goes into files through the
-    // tools, which is what small models otherwise fail to do.
-    out.push_str("text ::= [^<`{ \\t\\r\\n] tchar* ( \"`\" | \"``\" )?\n");
-    out.push_str("tchar ::= [^`] | \"`\" [^`] | \"``\" [^`]\n");
+    out.push_str(TEXT_RULES);
     out.push_str(BASE_RULES);
     for (name, body) in &b.rules {
         out.push_str(&format!("{name} ::= {body}\n"));
     }
     Some(out)
 }
+
+/// A grammar that allows text only (the same text as in
+/// [`GrammarMode::Auto`]): used to make a looping model answer instead.
+pub fn text_grammar() -> String {
+    let mut out = String::from("root ::= text\n");
+    out.push_str(TEXT_RULES);
+    out
+}
+
+/// Text may not open like a call or bare JSON, and holds no code fence (at
+/// most two backticks in a row): code goes into files through the tools,
+/// which is what small models otherwise fail to do.
+const TEXT_RULES: &str = "text ::= [^<`{ \\t\\r\\n] tchar* ( \"`\" | \"``\" )?\ntchar ::= [^`] | \"`\" [^`] | \"``\" [^`]\n";
 
 #[derive(Default)]
 struct Builder {

@@ -333,13 +333,13 @@ fn call(name: &str, args: &str) -> String {
 
 #[test]
 fn no_tools_or_off_means_no_grammar() {
-    assert_eq!(tool_grammar(&[], GrammarMode::Auto), None);
-    assert_eq!(tool_grammar(&tools(), GrammarMode::Off), None);
+    assert_eq!(tool_grammar(&[], GrammarMode::Auto, true), None);
+    assert_eq!(tool_grammar(&tools(), GrammarMode::Off, true), None);
 }
 
 #[test]
 fn accepts_schema_valid_calls() {
-    let g = tool_grammar(&tools(), GrammarMode::Auto).unwrap();
+    let g = tool_grammar(&tools(), GrammarMode::Auto, true).unwrap();
     for ok in [
         call("write", r#"{"content": "print(\"hi\")\n", "path": "a.py"}"#),
         call(
@@ -372,7 +372,7 @@ fn accepts_schema_valid_calls() {
 
 #[test]
 fn rejects_invalid_calls() {
-    let g = tool_grammar(&tools(), GrammarMode::Auto).unwrap();
+    let g = tool_grammar(&tools(), GrammarMode::Auto, true).unwrap();
     for bad in [
         call("rm", r#"{"path": "a"}"#),                       // unknown tool
         call("write", r#"{"path": "a.py"}"#),                 // missing required
@@ -396,8 +396,8 @@ fn rejects_invalid_calls() {
 
 #[test]
 fn auto_allows_text_required_does_not() {
-    let auto = tool_grammar(&tools(), GrammarMode::Auto).unwrap();
-    let required = tool_grammar(&tools(), GrammarMode::Required).unwrap();
+    let auto = tool_grammar(&tools(), GrammarMode::Auto, true).unwrap();
+    let required = tool_grammar(&tools(), GrammarMode::Required, false).unwrap();
     let text = "It printed 0 1 1 2 3 5 8 13 21 34.\nDone — `fib.py` works.";
     assert!(accepts(&auto, text));
     assert!(accepts(&auto, "Ends with inline `code`"));
@@ -406,6 +406,10 @@ fn auto_allows_text_required_does_not() {
     assert!(!accepts(&auto, "`code` first"));
     assert!(!accepts(&required, text));
     assert!(accepts(&required, &call("ls", "{}")));
+    let first = tool_grammar(&tools(), GrammarMode::CallFirst, true).unwrap();
+    let then = tool_grammar(&tools(), GrammarMode::CallFirst, false).unwrap();
+    assert!(!accepts(&first, text) && accepts(&first, &call("ls", "{}")));
+    assert!(accepts(&then, text) && accepts(&then, &call("ls", "{}")));
 }
 
 #[test]
@@ -420,6 +424,7 @@ fn odd_names_and_keys_are_escaped() {
             }),
         )],
         GrammarMode::Required,
+        true,
     )
     .unwrap();
     assert!(accepts(
@@ -451,6 +456,7 @@ fn any_of_and_deep_nesting_fall_back_sensibly() {
             tool("deep", deep),
         ],
         GrammarMode::Required,
+        true,
     )
     .unwrap();
     assert!(accepts(&g, &call("pick", r#"{"v": 3}"#)));
@@ -471,5 +477,16 @@ fn grammar_modes_parse_from_config_names() {
         GrammarMode::Required
     );
     assert_eq!("off".parse::<GrammarMode>().unwrap(), GrammarMode::Off);
+    assert_eq!(
+        "call-first".parse::<GrammarMode>().unwrap(),
+        GrammarMode::CallFirst
+    );
     assert!("maybe".parse::<GrammarMode>().is_err());
+}
+
+#[test]
+fn text_only_grammar() {
+    let g = text_grammar();
+    assert!(accepts(&g, "It printed 0 1 1 2."));
+    assert!(!accepts(&g, &call("ls", "{}")));
 }

@@ -12,8 +12,11 @@
 //! bare JSON objects, with `parameters` for `arguments`, or with the
 //! arguments as a JSON string. An answer that starts like JSON is held
 //! back until the end so it is not streamed twice. Only calls of offered
-//! tools whose arguments are a JSON object count. It does no I/O.
+//! tools whose arguments are a JSON object count. [`repeats_last_call`]
+//! spots a model asking again for the call it just got the result of. It
+//! does no I/O.
 
+use keel_protocol::Message;
 use serde_json::Value;
 
 const OPEN: &str = "<tool_call>";
@@ -114,6 +117,25 @@ fn json_values(text: &str) -> Vec<Value> {
         .into_iter::<Value>()
         .map_while(Result::ok)
         .collect()
+}
+
+/// Whether `call` repeats one of the calls of the latest assistant
+/// message, with nothing but their results since: a small model that got
+/// a result and asks for the very same call again is looping.
+pub fn repeats_last_call(call: &ParsedCall, messages: &[Message]) -> bool {
+    for m in messages.iter().rev() {
+        match m {
+            Message::ToolResult(_) => continue,
+            Message::User(_) => return false,
+            Message::Assistant(a) => {
+                return a
+                    .tool_calls()
+                    .into_iter()
+                    .any(|(_, name, args)| name == call.name && *args == call.arguments);
+            }
+        }
+    }
+    false
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

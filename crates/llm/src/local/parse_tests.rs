@@ -171,3 +171,53 @@ fn strict_mode_ignores_fenced_json() {
     let fenced = "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```";
     assert_eq!(split(&[fenced], false), vec![Piece::Text(fenced.into())]);
 }
+
+#[test]
+fn repeated_calls_are_spotted() {
+    use keel_protocol::{
+        AssistantMessage, ContentBlock, Message, StopReason, ToolResultMessage, Usage, UserMessage,
+    };
+    let user = Message::User(UserMessage {
+        content: vec![ContentBlock::text("go")],
+        timestamp: 0,
+    });
+    let asked = Message::Assistant(AssistantMessage {
+        content: vec![ContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+        }],
+        api: "local".into(),
+        provider: "local".into(),
+        model: "m".into(),
+        usage: Usage::default(),
+        stop_reason: StopReason::ToolUse,
+        error_message: None,
+        error_kind: None,
+        timestamp: 0,
+        response_id: None,
+    });
+    let result = Message::ToolResult(ToolResultMessage {
+        tool_call_id: "c1".into(),
+        tool_name: "bash".into(),
+        content: vec![ContentBlock::text("a.txt")],
+        details: None,
+        is_error: false,
+        timestamp: 0,
+    });
+    let ls = ParsedCall {
+        name: "bash".into(),
+        arguments: json!({"command": "ls"}),
+    };
+    let pwd = ParsedCall {
+        name: "bash".into(),
+        arguments: json!({"command": "pwd"}),
+    };
+    let history = vec![user.clone(), asked.clone(), result.clone()];
+    assert!(repeats_last_call(&ls, &history));
+    assert!(!repeats_last_call(&pwd, &history));
+    // A new user message starts afresh.
+    let history = vec![user.clone(), asked, result, user];
+    assert!(!repeats_last_call(&ls, &history));
+    assert!(!repeats_last_call(&ls, &[]));
+}

@@ -3,7 +3,8 @@
 //! [`Server::dispatch`] is the one `match` from a parsed [`Command`] to its
 //! handler: `prompt` (prompting and queues), `state` (state, messages,
 //! stats, todos), `settings` (queue modes, thinking, models), `session`
-//! (new, switch, name), `bash` (the background shell), and the
+//! (new, switch, name), `tree` (compaction, branches, HTML export), `bash`
+//! (the background shell), and the
 //! sub-protocol brokers' commands. Handlers return an [`Answer`]; they do
 //! not frame responses themselves except where the protocol asks for an
 //! immediate acknowledgement.
@@ -13,6 +14,7 @@ mod prompt;
 mod session;
 mod settings;
 mod state;
+mod tree;
 
 use serde_json::Value;
 
@@ -51,6 +53,14 @@ impl Server {
                 self.handle().abort_retry();
                 Answer::Data(None)
             }
+            Command::Compact(args) => self.compact(id, args).await,
+            Command::SetAutoCompaction(args) => {
+                self.handle().set_auto_compaction(args.enabled);
+                Answer::Data(None)
+            }
+            Command::ExportHtml(args) => self.export_html(args).await.into(),
+            Command::Branch(args) => self.branch(&args.entry_id).await.into(),
+            Command::GetBranchMessages => self.get_branch_messages().into(),
             Command::CycleModel => self.cycle_model().await.into(),
             Command::GetAvailableModels => self.get_available_models().into(),
             Command::SetThinkingLevel(args) => self.set_thinking_level(args.level).await.into(),

@@ -1,14 +1,10 @@
 //! `get_state`, `get_messages`, `get_last_assistant_text`,
 //! `get_session_stats`, `set_todos`.
 //!
-//! Owns the shapes of those payloads and the context-usage estimate (the
-//! last answered call's reported tokens, plus about one token per four
-//! characters of what came after it).
+//! Owns the shapes of those payloads; the numbers (context usage, counts,
+//! tokens, cost) come from the core session.
 
-use keel_protocol::{
-    ContentBlock, InterruptMode, Message, Op, QueueMode, StopReason, ThinkingLevel, TodoPhase,
-    TodoStatus, ToolSpec,
-};
+use keel_protocol::{InterruptMode, Op, QueueMode, ThinkingLevel, TodoPhase, TodoStatus, ToolSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -16,15 +12,6 @@ use crate::command::{GetStateArgs, Include, SetTodosArgs};
 use crate::server::Server;
 use crate::ui::Notice;
 use crate::wire_errors::{self, WireError};
-
-/// `contextUsage`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ContextUsage {
-    pub tokens: u64,
-    pub context_window: u64,
-    pub percent: f64,
-}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -47,94 +34,34 @@ struct State {
     message_count: usize,
     queued_message_count: usize,
     todo_phases: Vec<TodoPhase>,
-    context_usage: Option<ContextUsage>,
+    context_usage: Option<keel_core::ContextUsage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_prompt: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dump_tools: Option<Vec<ToolSpec>>,
 }
 
-/// Rough tokens of a message's text (four characters a token).
-fn estimate_tokens(message: &Message) -> u64 {
-    let blocks: &[ContentBlock] = match message {
-        Message::User(m) => &m.content,
-        Message::Assistant(m) => &m.content,
-        Message::ToolResult(m) => &m.content,
-    };
-    let chars: usize = blocks
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text { text } => text.len(),
-            ContentBlock::Thinking { thinking, .. } => thinking.len(),
-            ContentBlock::Image { .. } => 4 * 1200,
-            ContentBlock::ToolCall {
-                name, arguments, ..
-            } => name.len() + arguments.to_string().len(),
-        })
-        .sum();
-    chars.div_ceil(4) as u64
-}
-
-/// The context-usage estimate of `messages` in a window of `window` tokens.
-pub(crate) fn context_usage(messages: &[Message], window: u64) -> ContextUsage {
-    let last_answered = messages
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, m)| match m {
-            Message::Assistant(a)
-                if a.usage.total_tokens > 0
-                    && !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
-            {
-                Some((i, a.usage))
-            }
-            _ => None,
-        });
-    let (base, rest) = match last_answered {
-        Some((i, u)) => (
-            u.input + u.output + u.cache_read + u.cache_write,
-            &messages[i + 1..],
-        ),
-        None => (0, messages),
-    };
-    let tokens = base + rest.iter().map(estimate_tokens).sum::<u64>();
-    let percent = if window == 0 {
-        0.0
-    } else {
-        tokens as f64 * 100.0 / window as f64
-    };
-    ContextUsage {
-        tokens,
-        context_window: window,
-        percent,
-    }
-}
-
 impl Server {
     pub(super) fn get_state(&self, args: &GetStateArgs) -> Result<Option<Value>, WireError> {
         let snap = self.handle().snapshot();
-        let messages = self.handle().messages();
         let wants = |i: &[Include]| args.include.iter().any(|x| i.contains(x));
         let state = State {
             model: self.model.as_ref().map(super::settings::model_wire),
             thinking_level: snap.thinking_level,
             is_streaming: snap.is_streaming,
-            is_compacting: false,
+            is_compacting: snap.is_compacting,
             steering_mode: snap.steering_mode,
             follow_up_mode: snap.follow_up_mode,
             interrupt_mode: snap.interrupt_mode,
             session_file: snap.session_file.as_ref().map(|p| p.display().to_string()),
             session_id: snap.session_id.clone(),
             session_name: snap.session_name.clone(),
-            auto_compaction_enabled: false,
+            auto_compaction_enabled: snap.auto_compaction_enabled,
             auto_retry_enabled: snap.auto_retry_enabled,
             message_count: snap.message_count,
             queued_message_count: snap.queued_message_count,
             todo_phases: snap.todos.clone(),
-            context_usage: self
-                .model
-                .as_ref()
-                .map(|m| context_usage(&messages, m.info.context_window)),
+            context_usage: self.model.as_ref().map(|_| self.handle().context_usage()),
             system_prompt: wants(&[Include::SystemPrompt])
                 .then(|| vec![self.handle().system_prompt()]),
             dump_tools: wants(&[Include::Tools, Include::DumpTools])
@@ -153,41 +80,24 @@ impl Server {
 
     pub(super) fn get_session_stats(&self) -> Result<Option<Value>, WireError> {
         let snap = self.handle().snapshot();
-        let messages = self.handle().messages();
-        let (mut user, mut assistant, mut calls, mut results) = (0, 0, 0, 0);
-        let mut usage = keel_protocol::Usage::default();
-        for m in &messages {
-            match m {
-                Message::User(_) => user += 1,
-                Message::Assistant(a) => {
-                    assistant += 1;
-                    calls += a.tool_calls().len();
-                    usage.accumulate(&a.usage);
-                }
-                Message::ToolResult(_) => results += 1,
-            }
-        }
+        let st = self.handle().stats();
         let mut stats = json!({
             "sessionId": snap.session_id,
-            "userMessages": user,
-            "assistantMessages": assistant,
-            "toolCalls": calls,
-            "toolResults": results,
-            "totalMessages": messages.len(),
-            "tokens": {
-                "input": usage.input,
-                "output": usage.output,
-                "cacheRead": usage.cache_read,
-                "cacheWrite": usage.cache_write,
-                "total": usage.input + usage.output + usage.cache_read + usage.cache_write,
-            },
-            "cost": usage.cost.total,
+            "userMessages": st.user_messages,
+            "assistantMessages": st.assistant_messages,
+            "toolCalls": st.tool_calls,
+            "toolResults": st.tool_results,
+            "totalMessages": st.total_messages,
+            "tokens": st.tokens,
+            "cost": st.cost,
+            "compactions": st.compactions,
+            "contextMessages": st.context_messages,
         });
         if let Some(file) = &snap.session_file {
             stats["sessionFile"] = json!(file.display().to_string());
         }
-        if let Some(m) = &self.model {
-            stats["contextUsage"] = to_value(&context_usage(&messages, m.info.context_window));
+        if self.model.is_some() {
+            stats["contextUsage"] = to_value(&st.context_usage);
         }
         Ok(Some(stats))
     }
@@ -270,38 +180,7 @@ fn normalize_todos(phases: Vec<TodoPhase>) -> Result<Vec<TodoPhase>, WireError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use keel_protocol::{AssistantMessage, TodoTask, Usage, UserMessage};
-
-    #[test]
-    fn usage_counts_reported_tokens_then_estimates() {
-        let user = |t: &str| {
-            Message::User(UserMessage {
-                content: vec![ContentBlock::text(t)],
-                timestamp: 0,
-            })
-        };
-        let answered = Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::text("ok")],
-            api: "a".into(),
-            provider: "p".into(),
-            model: "m".into(),
-            usage: Usage {
-                input: 600,
-                output: 10,
-                total_tokens: 610,
-                ..Usage::default()
-            },
-            stop_reason: StopReason::Stop,
-            error_message: None,
-            error_kind: None,
-            timestamp: 0,
-            response_id: None,
-        });
-        let u = context_usage(&[user("hello"), answered, user("12345678")], 1000);
-        assert_eq!(u.tokens, 612);
-        assert!((u.percent - 61.2).abs() < 1e-9);
-        assert_eq!(context_usage(&[], 0).percent, 0.0);
-    }
+    use keel_protocol::TodoTask;
 
     #[test]
     fn todos_are_normalised() {

@@ -123,3 +123,95 @@ async fn streamed_command_is_terminated_while_other_requests_are_served() {
     assert_ne!(r["result"]["exitCode"], 0);
     s.close().await;
 }
+
+fn unb64(v: &serde_json::Value) -> String {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v.as_str().unwrap())
+        .unwrap();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[tokio::test]
+async fn a_tty_command_sees_its_terminal_and_resizes() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let exec = s
+        .request(
+            "command/exec",
+            json!({"command": ["bash", "-c", "stty size; read line; stty size; echo got $line"],
+                   "tty": true, "size": {"rows": 24, "cols": 80},
+                   "processId": "t1", "streamStdin": true, "streamStdoutStderr": true}),
+        )
+        .await;
+    let mut seen = String::new();
+    while !seen.contains("24 80") {
+        let d = s.notification("command/exec/outputDelta").await;
+        seen.push_str(&unb64(&d["params"]["deltaBase64"]));
+    }
+    s.ok(
+        "command/exec/resize",
+        json!({"processId": "t1", "size": {"rows": 40, "cols": 120}}),
+    )
+    .await;
+    s.ok(
+        "command/exec/write",
+        json!({"processId": "t1", "deltaBase64": b64("hello\n")}),
+    )
+    .await;
+    let r = s.response(&exec).await;
+    assert_eq!(r["result"]["exitCode"], 0, "{r}");
+    for d in s.seen("command/exec/outputDelta") {
+        seen.push_str(&unb64(&d["params"]["deltaBase64"]));
+    }
+    assert!(seen.contains("40 120"), "{seen:?}");
+    assert!(seen.contains("got hello"), "{seen:?}");
+    // A process without a terminal cannot be resized.
+    let e = s
+        .err(
+            "command/exec/resize",
+            json!({"processId": "t1", "size": {"rows": 1, "cols": 1}}),
+        )
+        .await;
+    assert_eq!(e["code"], -32600);
+    s.close().await;
+}
+
+#[tokio::test]
+async fn fs_watch_reports_changes_until_unwatched() {
+    let env = Env::new().await;
+    let dir = std::fs::canonicalize(env.ws()).unwrap();
+    let mut s = env.initialized(false).await;
+    let e = s
+        .err("fs/watch", json!({"watchId": "w", "path": "relative"}))
+        .await;
+    assert_eq!(e["code"], -32600);
+    let e = s
+        .err(
+            "fs/watch",
+            json!({"watchId": "w", "path": dir.join("missing").display().to_string()}),
+        )
+        .await;
+    assert_eq!(e["code"], -32603);
+    let r = s
+        .ok(
+            "fs/watch",
+            json!({"watchId": "w1", "path": dir.display().to_string()}),
+        )
+        .await;
+    assert_eq!(r["path"], dir.display().to_string());
+    std::fs::write(dir.join("new.txt"), "hi").unwrap();
+    let changed = s.notification("fs/changed").await;
+    assert_eq!(changed["params"]["watchId"], "w1");
+    let paths = changed["params"]["changedPaths"].as_array().unwrap();
+    assert!(
+        paths.contains(&json!(dir.join("new.txt").display().to_string())),
+        "{changed}"
+    );
+    assert_eq!(
+        s.ok("fs/unwatch", json!({"watchId": "w1"})).await,
+        json!({})
+    );
+    let e = s.err("fs/unwatch", json!({"watchId": "w1"})).await;
+    assert_eq!(e["code"], -32600);
+    s.close().await;
+}

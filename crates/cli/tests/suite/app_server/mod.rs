@@ -4,11 +4,16 @@
 //! them, and waits for responses and notifications, every wait bounded by
 //! [`WAIT`].
 
+mod approvals;
+mod fork_compact;
 mod fs_command;
+mod generate;
 mod handshake;
 mod net;
 mod network;
+mod replay;
 mod schema;
+mod threads;
 mod turns;
 
 use std::collections::HashMap;

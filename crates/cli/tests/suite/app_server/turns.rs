@@ -105,7 +105,12 @@ async fn a_text_turn_streams_an_agent_message() {
 async fn an_accepted_command_runs_and_is_reported_as_an_item() {
     let env = Env::new().await;
     env.mock.push_all([
-        MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+        // `rm -rf` is money for the approvals engine: it always asks.
+        MockResponse::tool_calls(vec![tool_call(
+            "c1",
+            "bash",
+            json!({"command": "rm -rf gone && echo hi"}),
+        )]),
         MockResponse::text("It said hi."),
     ]);
     let mut s = env.initialized(false).await;
@@ -118,7 +123,7 @@ async fn an_accepted_command_runs_and_is_reported_as_an_item() {
         .pop()
         .expect("an approval request");
     assert_eq!(request["params"]["itemId"], "c1");
-    assert_eq!(request["params"]["command"], "echo hi");
+    assert_eq!(request["params"]["command"], "rm -rf gone && echo hi");
     let item = completed_item(&s, "commandExecution");
     assert_eq!(item["status"], "completed");
     assert_eq!(item["exitCode"], 0);
@@ -201,16 +206,17 @@ async fn cancel_declines_and_interrupts_the_turn() {
         MockResponse::tool_calls(vec![tool_call(
             "c1",
             "bash",
-            json!({"command": "touch nope"}),
+            json!({"command": "rm -rf keep"}),
         )]),
         MockResponse::text("never asked"),
     ]);
+    std::fs::create_dir(env.ws().join("keep")).unwrap();
     let mut s = env.initialized(false).await;
     let thread = s.start_thread(env.ws(), "on-request").await;
-    let turn = s.start_turn(&thread, "touch").await;
+    let turn = s.start_turn(&thread, "remove it").await;
     let done = s.finish_turn(&turn, "cancel").await;
     assert_eq!(done["status"], "interrupted");
-    assert!(!env.ws().join("nope").exists());
+    assert!(env.ws().join("keep").exists(), "the command did not run");
     assert_eq!(completed_item(&s, "commandExecution")["status"], "declined");
     assert_eq!(env.mock.request_count(), 1, "the model is not called again");
     s.close().await;

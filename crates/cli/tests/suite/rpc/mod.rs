@@ -5,6 +5,7 @@
 //! wait bounded by [`WAIT`].
 
 mod bash;
+mod compaction;
 mod conformance;
 mod events;
 mod fuzz;

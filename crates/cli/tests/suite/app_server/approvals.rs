@@ -1,0 +1,118 @@
+//! Approvals through the approvals engine (`$KEEL_HOME/keel.db`): rows are
+//! stored before the request goes out, survive `kill -9`, are sent again
+//! to a client that resumes the thread in a new process, and the answer
+//! is recorded on the row; decisions are visible to `keel approvals`.
+
+use keel_test_support::{MockResponse, tool_call};
+use serde_json::{Value, json};
+
+use super::super::Env;
+use super::AppServer;
+
+impl AppServer {
+    /// The next server request (an approval).
+    pub async fn server_request(&mut self) -> Value {
+        self.wait_for("a server request", |f| {
+            f.get("id").is_some() && f.get("method").is_some()
+        })
+        .await
+    }
+}
+
+#[tokio::test]
+async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
+    let env = Env::new().await;
+    std::fs::create_dir(env.ws().join("keep")).unwrap();
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "rm -rf keep"}),
+    )]));
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "on-request").await;
+    s.start_turn(&thread, "clean up").await;
+    let req = s.server_request().await;
+    assert_eq!(req["method"], "item/commandExecution/requestApproval");
+    assert_eq!(req["params"]["itemId"], "c1");
+    assert!(
+        s.seen("thread/status/changed")
+            .iter()
+            .any(|f| f["params"]["status"]["activeFlags"] == json!(["waitingOnApproval"]))
+    );
+
+    // The row was stored before the request went out.
+    let listed = env.approvals_json(&["list"]).await;
+    assert_eq!(listed[0]["status"], "pending", "{listed}");
+    assert_eq!(listed[0]["call_id"], "c1", "{listed}");
+    let approval_id = listed[0]["id"].as_str().unwrap().to_owned();
+
+    s.child.signal("KILL").await.unwrap();
+    let out = s.child.wait().await.unwrap();
+    assert_eq!(out.code(), None, "killed by a signal");
+
+    // A new process: resuming the thread sends the request again.
+    let mut s = env.initialized(false).await;
+    s.ok("thread/resume", json!({"threadId": thread})).await;
+    let again = s.server_request().await;
+    assert_eq!(again["method"], "item/commandExecution/requestApproval");
+    assert_eq!(again["params"]["itemId"], "c1");
+    assert_eq!(again["params"]["threadId"], thread.as_str());
+    assert_eq!(again["params"]["command"], "rm -rf keep");
+    assert_eq!(again["params"]["turnId"], format!("{thread}-turn-0"));
+    s.send(json!({"id": again["id"], "result": {"decision": "decline", "note": "keep it"}}))
+        .await;
+    let resolved = s.notification("serverRequest/resolved").await;
+    assert_eq!(resolved["params"]["requestId"], again["id"]);
+
+    // The decision is recorded on the row.
+    let all = env.approvals_json(&["list", "--all"]).await;
+    let row = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == approval_id.as_str())
+        .unwrap_or_else(|| panic!("{all}"))
+        .clone();
+    assert_eq!(row["status"], "declined", "{row}");
+    let audit = env.approvals_json(&["explain", "c1"]).await;
+    assert!(
+        audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["outcome"] == "declined"
+                && l["decider"] == "app-server"
+                && l["detail"].as_str().unwrap_or_default().contains("keep it")),
+        "{audit}"
+    );
+    assert!(env.ws().join("keep").exists());
+    // Nothing is pending any more: a second resume sends nothing.
+    assert_eq!(env.approvals_json(&["list"]).await, json!([]));
+    s.close().await;
+}
+
+#[tokio::test]
+async fn read_only_commands_run_unasked_and_money_asks_even_under_never() {
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+        MockResponse::tool_calls(vec![tool_call(
+            "c2",
+            "bash",
+            json!({"command": "rm -rf nothing-here"}),
+        )]),
+        MockResponse::text("done"),
+    ]);
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "never").await;
+    let turn = s.start_turn(&thread, "go").await;
+    let done = s.finish_turn(&turn, "acceptForSession").await;
+    assert_eq!(done["status"], "completed");
+    let requests: Vec<Value> = s.seen("item/commandExecution/requestApproval");
+    assert_eq!(requests.len(), 1, "only the delete asks");
+    assert_eq!(requests[0]["params"]["itemId"], "c2");
+    // Money gets no always-allow rule: it was approved once.
+    let rules = env.approvals_json(&["rules"]).await;
+    assert_eq!(rules, json!([]), "{rules}");
+    s.close().await;
+}
