@@ -222,4 +222,18 @@ mod tests {
             assert!(client_request(m).is_some(), "{m}");
         }
     }
+
+    /// keel's schema export (`generate-json-schema`) covers exactly the
+    /// methods answered here.
+    #[test]
+    fn the_schema_surface_is_what_is_implemented() {
+        let mut implemented: Vec<&str> = IMPLEMENTED.to_vec();
+        implemented.sort_unstable();
+        let mut surface = keel_app_server_protocol::surface::methods();
+        surface.sort_unstable();
+        assert_eq!(
+            implemented, surface,
+            "add the method to keel_app_server_protocol::surface::REQUESTS (and bless the schema)"
+        );
+    }
 }

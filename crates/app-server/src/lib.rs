@@ -41,9 +41,6 @@ pub mod thread_state;
 pub mod transport;
 pub mod watch;
 
-#[cfg(test)]
-mod tests_support;
-
 pub use error::{Error, Result};
 pub use keel_app_server_protocol as protocol;
 pub use runtime::{AppServerConfig, ModelSource, Runtime};

@@ -1,6 +1,7 @@
 //! A loaded thread: a running keel session plus what the protocol adds to
-//! it (approval policy, sandbox, the active turn, status flags, the
-//! session-scoped approvals), and the `Thread` object built from it.
+//! it (approval policy, sandbox, the active turn, status flags, the calls
+//! a client declined, the pump's control channel), and the `Thread` object
+//! built from it.
 //!
 //! It must not know connections: fan-out goes through the runtime.
 

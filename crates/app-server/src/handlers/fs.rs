@@ -156,6 +156,24 @@ pub async fn copy(p: FsCopyParams) -> Result<Reply, RpcError> {
     ok(&EmptyResponse {})
 }
 
+/// `fs/watch`: see [`crate::watch`].
+pub async fn watch(ctx: &mut RequestCtx, p: FsWatchParams) -> Result<Reply, RpcError> {
+    let path = checked_path(&p.path)?;
+    let path = ctx
+        .runtime
+        .watchers
+        .watch(&ctx.conn, p.watch_id, &path)
+        .await?;
+    ok(&FsWatchResponse {
+        path: path.display().to_string(),
+    })
+}
+
+pub fn unwatch(ctx: &mut RequestCtx, p: FsUnwatchParams) -> Result<Reply, RpcError> {
+    ctx.runtime.watchers.unwatch(ctx.conn.id, &p.watch_id)?;
+    ok(&EmptyResponse {})
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -196,22 +214,4 @@ mod tests {
         assert_eq!(err.code, -32603);
         assert!(err.message.contains("No such file or directory"));
     }
-}
-
-/// `fs/watch`: see [`crate::watch`].
-pub async fn watch(ctx: &mut RequestCtx, p: FsWatchParams) -> Result<Reply, RpcError> {
-    let path = checked_path(&p.path)?;
-    let path = ctx
-        .runtime
-        .watchers
-        .watch(&ctx.conn, p.watch_id, &path)
-        .await?;
-    ok(&FsWatchResponse {
-        path: path.display().to_string(),
-    })
-}
-
-pub fn unwatch(ctx: &mut RequestCtx, p: FsUnwatchParams) -> Result<Reply, RpcError> {
-    ctx.runtime.watchers.unwatch(ctx.conn.id, &p.watch_id)?;
-    ok(&EmptyResponse {})
 }

@@ -352,15 +352,12 @@ impl Loaded<'_> {
                 grammar = Some(TEXT_ONLY.clone());
                 continue;
             }
-            let mut emitter = Emitter::new(events);
-            for call in fresh {
-                emitter.piece(Piece::Call(call));
-            }
-            let stop = if emitter.calls > 0 {
-                StopReason::ToolUse
-            } else {
+            let stop = if fresh.is_empty() {
                 out.stop
+            } else {
+                StopReason::ToolUse
             };
+            send_calls(events, fresh);
             let _ = events.send(Ok(ModelEvent::Usage(usage)));
             let _ = events.send(Ok(ModelEvent::Finish { stop_reason: stop }));
             return Ok(());
@@ -578,36 +575,18 @@ fn take_utf8(bytes: &mut Vec<u8>) -> String {
     }
 }
 
-/// Sends pieces of output as model events.
-struct Emitter<'a> {
-    events: &'a mpsc::UnboundedSender<Result<ModelEvent>>,
-    calls: u32,
-}
-
-impl<'a> Emitter<'a> {
-    fn new(events: &'a mpsc::UnboundedSender<Result<ModelEvent>>) -> Self {
-        Emitter { events, calls: 0 }
-    }
-
-    fn piece(&mut self, piece: Piece) {
-        match piece {
-            Piece::Text(t) => {
-                let _ = self.events.send(Ok(ModelEvent::TextDelta(t)));
-            }
-            Piece::Call(call) => {
-                let index = self.calls;
-                self.calls += 1;
-                let _ = self.events.send(Ok(ModelEvent::ToolCallStart {
-                    index,
-                    id: call_id(),
-                    name: call.name,
-                }));
-                let _ = self.events.send(Ok(ModelEvent::ToolCallDelta {
-                    index,
-                    delta: call.arguments.to_string(),
-                }));
-            }
-        }
+/// Sends `calls` as tool call events (start, then the whole arguments).
+fn send_calls(events: &mpsc::UnboundedSender<Result<ModelEvent>>, calls: Vec<ParsedCall>) {
+    for (index, call) in (0u32..).zip(calls) {
+        let _ = events.send(Ok(ModelEvent::ToolCallStart {
+            index,
+            id: call_id(),
+            name: call.name,
+        }));
+        let _ = events.send(Ok(ModelEvent::ToolCallDelta {
+            index,
+            delta: call.arguments.to_string(),
+        }));
     }
 }
 

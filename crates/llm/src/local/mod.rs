@@ -1,16 +1,18 @@
 //! The `local` dialect: a GGUF model run inside the keel process.
 //!
 //! With the cargo feature `local`, [`LocalProvider`] runs llama.cpp (through
-//! `llama-cpp-2`) on a dedicated thread per model file, loads the model on
-//! the first request, renders the model's own chat template
-//! ([`template`]) with the offered tools, constrains tool calls with a
-//! grammar built from their JSON Schemas ([`grammar`]), splits the output
-//! into text and calls ([`parse`]) and streams the same normalised
-//! [`crate::ModelEvent`]s as the HTTP dialects. The KV cache is kept
-//! between requests: only the part of the prompt after the longest common
-//! prefix with what is already decoded is evaluated. Cancellation is
-//! checked between batches of the prompt and between generated tokens;
-//! usage is counted in tokens (reused cache tokens as `cache_read`).
+//! `llama-cpp-2`) on a dedicated thread per model file (never an async
+//! worker), loads the model on the first request, renders the model's own
+//! chat template ([`template`]) with the offered tools, constrains the
+//! output with a grammar built from the tools' JSON Schemas ([`grammar`]:
+//! plain text or valid calls, per [`GrammarMode`]), splits it into text and
+//! calls ([`parse`]) and streams the same normalised [`crate::ModelEvent`]s
+//! as the HTTP dialects. The KV cache is kept between requests: only the
+//! part of the prompt after the longest prefix already decoded is evaluated
+//! (compared as text, see `kv`). Cancellation is checked between prompt
+//! batches and between generated tokens; usage is counted in tokens (reused
+//! cache tokens as `cache_read`). A model that asks again for the very call
+//! whose result it just got is made to answer in text instead.
 //!
 //! Without the feature the pure parts (templates, grammars, parsing) are
 //! still here and tested, and [`crate::build_provider`] says how to build
@@ -91,15 +93,19 @@ impl LocalSpec {
     }
 }
 
-/// All available cores, at most 8: llama.cpp's generation speed on a small
-/// machine roughly doubles from 1 to 2 threads, and more threads than
-/// cores (or cores busy with another job) make it much slower, so set
-/// `threads` lower when the machine is shared.
+/// The threads llama.cpp uses when none are configured: every core on a
+/// machine with one or two (generation is about 1.5 times and prompt
+/// evaluation twice as fast with 2 threads as with 1 on two idle cores),
+/// else one core less, leaving one to the tools and the rest of the
+/// machine; at most 8. Threads that must share their cores with another
+/// busy process slow llama.cpp down a lot: on a shared small machine, set
+/// `threads = 1`.
 pub fn default_threads() -> u32 {
-    std::thread::available_parallelism()
+    let cores = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
-        .unwrap_or(1)
-        .clamp(1, 8)
+        .unwrap_or(1);
+    let threads = if cores <= 2 { cores } else { cores - 1 };
+    threads.clamp(1, 8)
 }
 
 /// The provider for `spec` (which must have the local dialect).

@@ -415,3 +415,16 @@ fn ttl_per_class() {
     assert_eq!(config.ttl(Class::Money).as_secs(), 60);
     assert_eq!(config.ttl(Class::Send).as_secs(), 7 * 24 * 3600);
 }
+
+#[tokio::test]
+async fn a_mode_given_per_call_wins_over_the_stored_one() {
+    let f = Fixture::new().await;
+    f.engine.set_mode("/ws", Mode::MoneyOnly, "test").await.unwrap();
+    let write = bash("c1", "echo hi > notes.txt");
+    assert!(is_auto(&f.engine.gate_check(&write).await));
+    let held = f.engine.gate_check_in(&write, Some(Mode::Everything)).await;
+    held_id(&held);
+    assert_eq!(f.engine.mode("/ws").await.unwrap(), Mode::MoneyOnly);
+    let delete = bash("c2", "rm -rf target");
+    held_id(&f.engine.gate_check_in(&delete, Some(Mode::MoneyOnly)).await);
+}
