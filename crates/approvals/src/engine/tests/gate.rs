@@ -419,7 +419,10 @@ fn ttl_per_class() {
 #[tokio::test]
 async fn a_mode_given_per_call_wins_over_the_stored_one() {
     let f = Fixture::new().await;
-    f.engine.set_mode("/ws", Mode::MoneyOnly, "test").await.unwrap();
+    f.engine
+        .set_mode("/ws", Mode::MoneyOnly, "test")
+        .await
+        .unwrap();
     let write = bash("c1", "echo hi > notes.txt");
     assert!(is_auto(&f.engine.gate_check(&write).await));
     let held = f.engine.gate_check_in(&write, Some(Mode::Everything)).await;
