@@ -33,7 +33,7 @@ use super::LocalSpec;
 use super::grammar::text_grammar;
 use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
-use super::parse::{OutputSplitter, ParsedCall, Piece, repeats_last_call};
+use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
 use super::template::{ChatTemplate, template_messages};
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
 
@@ -333,12 +333,12 @@ impl Loaded<'_> {
             usage.cache_read = usage.cache_read.max(out.reused);
             usage.output += out.generated;
             usage.total_tokens = out.total;
-            // A call the model just got the result of, asked for again: make
-            // it answer in text instead (once).
+            // A call the model already has the result of, asked for again
+            // (see `is_repeat`): make it answer in text instead (once).
             let fresh: Vec<ParsedCall> = out
                 .calls
                 .iter()
-                .filter(|c| !repeats_last_call(c, &request.messages))
+                .filter(|c| !is_repeat(c, &request.messages))
                 .cloned()
                 .collect();
             if !out.calls.is_empty()
@@ -347,7 +347,7 @@ impl Loaded<'_> {
             {
                 tracing::info!(
                     calls = out.calls.len(),
-                    "local model repeated its last call; asking for an answer"
+                    "local model repeated a call; asking for an answer"
                 );
                 grammar = Some(TEXT_ONLY.clone());
                 continue;

@@ -1,8 +1,8 @@
 //! GBNF grammars that make the local model's tool calls always parse.
 //!
 //! [`tool_grammar`] turns the offered tools' JSON Schemas into a llama.cpp
-//! GBNF grammar whose sentences are either plain text or one or more calls
-//! in Qwen's shape:
+//! GBNF grammar whose sentences are either plain text or one call in
+//! Qwen's shape:
 //!
 //! ```text
 //! <tool_call>
@@ -36,10 +36,10 @@ pub const MAX_DEPTH: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GrammarMode {
-    /// Plain text, or one or more tool calls (the default).
+    /// Plain text, or a tool call (the default).
     #[default]
     Auto,
-    /// One or more tool calls, nothing else.
+    /// A tool call, nothing else.
     Required,
     /// `Required` for the answer to a user message, `Auto` after tool
     /// results: act on every request first, then report.
@@ -107,7 +107,9 @@ pub fn tool_grammar(tools: &[ToolSpec], mode: GrammarMode, after_user: bool) -> 
     } else {
         out.push_str("root ::= calls | text\n");
     }
-    out.push_str("calls ::= call ( \"\\n\" call )*\n");
+    // One call per answer: small models that may chain calls invent the
+    // results of the first in the next (reading files that do not exist).
+    out.push_str("calls ::= call\n");
     out.push_str(&format!("call ::= {}\n", calls.join(" | ")));
     out.push_str(TEXT_RULES);
     out.push_str(BASE_RULES);

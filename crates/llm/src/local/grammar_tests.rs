@@ -360,11 +360,6 @@ fn accepts_schema_valid_calls() {
             "edit",
             r#"{"edits": [{"newText": "y", "oldText": "x"}, {"newText": "z", "oldText": ""}], "meta": {"k": [1, -2.5e3, "v", false]}, "path": "a"}"#,
         ),
-        format!(
-            "{}\n{}",
-            call("ls", "{}"),
-            call("bash", r#"{"command": "pwd"}"#)
-        ),
     ] {
         assert!(accepts(&g, &ok), "should accept: {ok}\n{g}");
     }
@@ -389,6 +384,12 @@ fn rejects_invalid_calls() {
         "{\"name\": \"ls\", \"arguments\": {}}".to_owned(),   // bare JSON
         "<b>bold</b>".to_owned(),                             // text opening like a tag
         String::new(),
+        // One call per answer.
+        format!(
+            "{}\n{}",
+            call("ls", "{}"),
+            call("bash", r#"{"command": "pwd"}"#)
+        ),
     ] {
         assert!(!accepts(&g, &bad), "should reject: {bad}");
     }

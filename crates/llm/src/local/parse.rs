@@ -12,9 +12,8 @@
 //! bare JSON objects, with `parameters` for `arguments`, or with the
 //! arguments as a JSON string. An answer that starts like JSON is held
 //! back until the end so it is not streamed twice. Only calls of offered
-//! tools whose arguments are a JSON object count. [`repeats_last_call`]
-//! spots a model asking again for the call it just got the result of. It
-//! does no I/O.
+//! tools whose arguments are a JSON object count. [`is_repeat`] spots a
+//! model asking again for what it already has. It does no I/O.
 
 use keel_protocol::Message;
 use serde_json::Value;
@@ -119,23 +118,42 @@ fn json_values(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Whether `call` repeats one of the calls of the latest assistant
-/// message, with nothing but their results since: a small model that got
-/// a result and asks for the very same call again is looping.
-pub fn repeats_last_call(call: &ParsedCall, messages: &[Message]) -> bool {
-    for m in messages.iter().rev() {
-        match m {
-            Message::ToolResult(_) => continue,
-            Message::User(_) => return false,
-            Message::Assistant(a) => {
-                return a
-                    .tool_calls()
-                    .into_iter()
-                    .any(|(_, name, args)| name == call.name && *args == call.arguments);
-            }
-        }
+/// Whether `call` would go round in circles: since the last user message,
+/// the same call (name and arguments) was the latest call made, or it ran
+/// at least twice and its last two runs returned the same result. A small
+/// model that keeps asking for what it already has is looping.
+pub fn is_repeat(call: &ParsedCall, messages: &[Message]) -> bool {
+    let start = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::User(_)))
+        .map_or(0, |i| i + 1);
+    let turn = &messages[start..];
+    let same = |name: &str, args: &Value| name == call.name && *args == call.arguments;
+    let calls: Vec<(&str, bool)> = turn
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant(a) => Some(a.tool_calls()),
+            _ => None,
+        })
+        .flatten()
+        .map(|(id, name, args)| (id, same(name, args)))
+        .collect();
+    if calls.last().is_some_and(|(_, s)| *s) {
+        return true;
     }
-    false
+    let results: Vec<String> = calls
+        .iter()
+        .filter(|(_, s)| *s)
+        .filter_map(|(id, _)| {
+            turn.iter().find_map(|m| match m {
+                Message::ToolResult(r) if r.tool_call_id == *id => {
+                    Some(crate::history::joined_text(&r.content))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    results.len() >= 2 && results[results.len() - 1] == results[results.len() - 2]
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -181,43 +181,74 @@ fn repeated_calls_are_spotted() {
         content: vec![ContentBlock::text("go")],
         timestamp: 0,
     });
-    let asked = Message::Assistant(AssistantMessage {
-        content: vec![ContentBlock::ToolCall {
-            id: "c1".into(),
-            name: "bash".into(),
-            arguments: json!({"command": "ls"}),
-        }],
-        api: "local".into(),
-        provider: "local".into(),
-        model: "m".into(),
-        usage: Usage::default(),
-        stop_reason: StopReason::ToolUse,
-        error_message: None,
-        error_kind: None,
-        timestamp: 0,
-        response_id: None,
-    });
-    let result = Message::ToolResult(ToolResultMessage {
-        tool_call_id: "c1".into(),
-        tool_name: "bash".into(),
-        content: vec![ContentBlock::text("a.txt")],
-        details: None,
-        is_error: false,
-        timestamp: 0,
-    });
-    let ls = ParsedCall {
-        name: "bash".into(),
-        arguments: json!({"command": "ls"}),
+    let asked = |id: &str, cmd: &str| {
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall {
+                id: id.into(),
+                name: "bash".into(),
+                arguments: json!({ "command": cmd }),
+            }],
+            api: "local".into(),
+            provider: "local".into(),
+            model: "m".into(),
+            usage: Usage::default(),
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+            error_kind: None,
+            timestamp: 0,
+            response_id: None,
+        })
     };
-    let pwd = ParsedCall {
-        name: "bash".into(),
-        arguments: json!({"command": "pwd"}),
+    let result = |id: &str, text: &str| {
+        Message::ToolResult(ToolResultMessage {
+            tool_call_id: id.into(),
+            tool_name: "bash".into(),
+            content: vec![ContentBlock::text(text)],
+            details: None,
+            is_error: false,
+            timestamp: 0,
+        })
     };
-    let history = vec![user.clone(), asked.clone(), result.clone()];
-    assert!(repeats_last_call(&ls, &history));
-    assert!(!repeats_last_call(&pwd, &history));
+    let call = |cmd: &str| ParsedCall {
+        name: "bash".into(),
+        arguments: json!({ "command": cmd }),
+    };
+    // The very last call again.
+    let h = vec![user.clone(), asked("c1", "ls"), result("c1", "a")];
+    assert!(is_repeat(&call("ls"), &h));
+    assert!(!is_repeat(&call("pwd"), &h));
+    // Once before, something else since: fine.
+    let mut h = vec![
+        user.clone(),
+        asked("c1", "make"),
+        result("c1", "error"),
+        asked("c2", "edit"),
+        result("c2", "ok"),
+    ];
+    assert!(!is_repeat(&call("make"), &h));
+    // Twice before with the same result: a loop.
+    h.extend([
+        asked("c3", "make"),
+        result("c3", "error"),
+        asked("c4", "edit"),
+        result("c4", "ok"),
+    ]);
+    assert!(is_repeat(&call("make"), &h));
+    // Twice before with different results: still making progress.
+    let h = vec![
+        user.clone(),
+        asked("c1", "make"),
+        result("c1", "3 errors"),
+        asked("c2", "edit"),
+        result("c2", "ok"),
+        asked("c3", "make"),
+        result("c3", "1 error"),
+        asked("c4", "edit"),
+        result("c4", "ok"),
+    ];
+    assert!(!is_repeat(&call("make"), &h));
     // A new user message starts afresh.
-    let history = vec![user.clone(), asked, result, user];
-    assert!(!repeats_last_call(&ls, &history));
-    assert!(!repeats_last_call(&ls, &[]));
+    let h = vec![user.clone(), asked("c1", "ls"), result("c1", "a"), user];
+    assert!(!is_repeat(&call("ls"), &h));
+    assert!(!is_repeat(&call("ls"), &[]));
 }
