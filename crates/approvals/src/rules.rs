@@ -11,6 +11,9 @@
 //! business; it must not know about modes' effect on the decision, the
 //! agent loop or the wire.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
 use globset::GlobBuilder;
 use serde::{Deserialize, Serialize};
 
@@ -254,6 +257,27 @@ fn compile_glob(glob: &str) -> Result<globset::GlobMatcher> {
         .map_err(|e| Error::RuleRefused(format!("bad glob {glob:?}: {e}")))
 }
 
+/// Whether `path` matches `glob` (a bad glob matches nothing). Compiled
+/// globs are kept: compiling one costs far more than matching, and a
+/// workspace's rules are checked on every write.
+fn glob_matches(glob: &str, path: &str) -> bool {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<globset::GlobMatcher>>>> = OnceLock::new();
+    /// Enough for any workspace's rules; past it the cache starts over.
+    const KEEP: usize = 256;
+    let cache = CACHE.get_or_init(Mutex::default);
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if !cache.contains_key(glob) {
+        if cache.len() >= KEEP {
+            cache.clear();
+        }
+        cache.insert(glob.to_owned(), compile_glob(glob).ok());
+    }
+    cache
+        .get(glob)
+        .and_then(Option::as_ref)
+        .is_some_and(|m| m.is_match(path))
+}
+
 /// Quotes a word for the shell unless it is plain.
 fn quote(w: &str) -> String {
     let plain = w
@@ -347,7 +371,7 @@ pub fn coverage(rules: &[Rule], call: &Classification, session_id: &str) -> Opti
                         relative: Some(rel),
                         ..
                     },
-                ) => compile_glob(glob).is_ok_and(|m| m.is_match(rel)),
+                ) => glob_matches(glob, rel),
                 _ => false,
             })?;
             Some(Coverage {

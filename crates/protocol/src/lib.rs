@@ -15,6 +15,7 @@ mod compaction;
 mod event;
 mod message;
 mod op;
+mod tag_first;
 mod todo;
 
 pub use compaction::*;

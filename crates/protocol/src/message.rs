@@ -11,14 +11,17 @@
 //!  "stopReason":"toolUse","timestamp":1795996727735}
 //! ```
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
+
+use crate::tag_first::{self, TagFirst};
 
 /// Milliseconds since the Unix epoch.
 pub type TimestampMs = i64;
 
-/// One block of message content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One block of message content. Read with the tag first when it is (see
+/// [`tag_first`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum ContentBlock {
     /// Plain text.
@@ -52,6 +55,70 @@ pub enum ContentBlock {
 impl ContentBlock {
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
+    }
+}
+
+/// The fields of each [`ContentBlock`] variant, as they deserialise.
+mod block_fields {
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    #[derive(Deserialize)]
+    pub struct Text {
+        pub text: String,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Thinking {
+        pub thinking: String,
+        #[serde(rename = "thinkingSignature", default)]
+        pub thinking_signature: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Image {
+        pub data: String,
+        #[serde(rename = "mimeType")]
+        pub mime_type: String,
+    }
+
+    #[derive(Deserialize)]
+    pub struct ToolCall {
+        pub id: String,
+        pub name: String,
+        pub arguments: Value,
+    }
+}
+
+impl TagFirst for ContentBlock {
+    const TAG: &'static str = "type";
+    const VARIANTS: &'static [&'static str] = &["text", "thinking", "image", "toolCall"];
+
+    fn variant<'de, D: Deserializer<'de>>(tag: &str, rest: D) -> Option<Result<Self, D::Error>> {
+        use block_fields as f;
+        Some(match tag {
+            "text" => f::Text::deserialize(rest).map(|v| ContentBlock::Text { text: v.text }),
+            "thinking" => f::Thinking::deserialize(rest).map(|v| ContentBlock::Thinking {
+                thinking: v.thinking,
+                thinking_signature: v.thinking_signature,
+            }),
+            "image" => f::Image::deserialize(rest).map(|v| ContentBlock::Image {
+                data: v.data,
+                mime_type: v.mime_type,
+            }),
+            "toolCall" => f::ToolCall::deserialize(rest).map(|v| ContentBlock::ToolCall {
+                id: v.id,
+                name: v.name,
+                arguments: v.arguments,
+            }),
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tag_first::deserialize(d)
     }
 }
 
@@ -208,8 +275,9 @@ pub struct ToolResultMessage {
     pub timestamp: TimestampMs,
 }
 
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One message of the conversation. Read with the role first when it is
+/// (see [`tag_first`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role")]
 pub enum Message {
     #[serde(rename = "user")]
@@ -218,6 +286,26 @@ pub enum Message {
     Assistant(AssistantMessage),
     #[serde(rename = "toolResult")]
     ToolResult(ToolResultMessage),
+}
+
+impl TagFirst for Message {
+    const TAG: &'static str = "role";
+    const VARIANTS: &'static [&'static str] = &["user", "assistant", "toolResult"];
+
+    fn variant<'de, D: Deserializer<'de>>(tag: &str, rest: D) -> Option<Result<Self, D::Error>> {
+        Some(match tag {
+            "user" => UserMessage::deserialize(rest).map(Message::User),
+            "assistant" => AssistantMessage::deserialize(rest).map(Message::Assistant),
+            "toolResult" => ToolResultMessage::deserialize(rest).map(Message::ToolResult),
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tag_first::deserialize(d)
+    }
 }
 
 impl Message {
@@ -303,6 +391,45 @@ impl ThinkingLevel {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn tags_are_read_first_or_anywhere_with_the_same_result() {
+        let first = r#"{"role":"assistant","content":[{"type":"toolCall","id":"c1","name":"bash","arguments":{"command":"ls"}},{"type":"thinking","thinking":"hm","thinkingSignature":"s"}],"api":"a","provider":"p","model":"m","timestamp":1}"#;
+        let last = r#"{"content":[{"id":"c1","name":"bash","arguments":{"command":"ls"},"type":"toolCall"},{"thinking":"hm","thinkingSignature":"s","type":"thinking"}],"api":"a","provider":"p","model":"m","timestamp":1,"role":"assistant"}"#;
+        let a: Message = serde_json::from_str(first).unwrap();
+        let b: Message = serde_json::from_str(last).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.role(), "assistant");
+        // Both read back what they wrote.
+        let again: Message = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(again, a);
+        // From a JSON value too (not only from text).
+        let v: Message = serde_json::from_value(serde_json::from_str(last).unwrap()).unwrap();
+        assert_eq!(v, a);
+    }
+
+    #[test]
+    fn bad_tags_fail_as_the_derived_code_did() {
+        let unknown = serde_json::from_str::<Message>(r#"{"role":"system","content":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            unknown.contains(
+                "unknown variant `system`, expected one of `user`, `assistant`, `toolResult`"
+            ),
+            "{unknown}"
+        );
+        let missing = serde_json::from_str::<ContentBlock>(r#"{"text":"x"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("missing field `type`"), "{missing}");
+        let field = serde_json::from_str::<Message>(r#"{"role":"user","timestamp":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(field.contains("missing field `content`"), "{field}");
+        assert!(serde_json::from_str::<ContentBlock>(r#"{"type":7,"text":"x"}"#).is_err());
+        assert!(serde_json::from_str::<Message>(r#"[1]"#).is_err());
+    }
 
     #[test]
     fn assistant_message_round_trips_in_pi_shape() {

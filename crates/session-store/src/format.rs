@@ -339,9 +339,39 @@ struct Probe<'a> {
     parent_id: serde_json::Value,
 }
 
+/// The `type` of a message line, as a one-variant enum so that any other
+/// `type` fails [`MessageLine`] at once.
+#[derive(Deserialize)]
+enum MessageTag {
+    #[serde(rename = "message")]
+    Message,
+}
+
+/// A `message` entry read in one pass: the common line, parsed without the
+/// buffering that [`Entry`]'s flattened, tagged body needs.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageLine {
+    #[serde(rename = "type")]
+    _kind: MessageTag,
+    id: String,
+    #[serde(default)]
+    parent_id: Option<String>,
+    timestamp: String,
+    message: Message,
+}
+
 /// Parses an entry line (without its line terminator). `Err` carries a
 /// human-readable reason.
 pub(crate) fn parse_entry_line(line: &[u8]) -> Result<ParsedLine, String> {
+    if let Ok(m) = serde_json::from_slice::<MessageLine>(line) {
+        return Ok(ParsedLine::Entry(Entry {
+            id: m.id,
+            parent_id: m.parent_id,
+            timestamp: m.timestamp,
+            body: EntryBody::Message { message: m.message },
+        }));
+    }
     let err = match serde_json::from_slice::<Entry>(line) {
         Ok(entry) => return Ok(ParsedLine::Entry(entry)),
         Err(err) => err,

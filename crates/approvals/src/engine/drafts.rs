@@ -65,6 +65,10 @@ impl ApprovalEngine {
     /// Outcomes of this session's drafts not yet told to the agent: sent
     /// and finished, declined, expired or cancelled. Each is returned once.
     pub async fn take_draft_outcomes(&self, session_id: &str) -> Result<Vec<DraftOutcome>> {
+        // The common case, checked with one small query: nothing to tell.
+        if !self.inner.store.has_unreported_drafts(session_id).await? {
+            return Ok(Vec::new());
+        }
         self.expire_due().await?;
         let rows = self
             .inner

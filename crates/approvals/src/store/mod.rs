@@ -265,6 +265,19 @@ pub trait ApprovalStore: Send + Sync + fmt::Debug {
         is_error: bool,
     ) -> Result<bool>;
     async fn mark_reported(&self, ids: &[String], at: i64) -> Result<()>;
+    /// Whether this session has a draft whose outcome was not reported yet
+    /// (a cheap check run before every run of the session).
+    async fn has_unreported_drafts(&self, session_id: &str) -> Result<bool> {
+        Ok(self
+            .list_requests(RequestFilter {
+                session_id: Some(session_id.to_owned()),
+                delivery: Some(Delivery::Draft),
+                ..Default::default()
+            })
+            .await?
+            .iter()
+            .any(|r| r.reported_at.is_none()))
+    }
 
     async fn insert_rule(&self, rule: Rule) -> Result<()>;
     /// Rules of one workspace (all when `None`), oldest first.

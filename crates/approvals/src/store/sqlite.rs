@@ -414,6 +414,20 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
+    async fn has_unreported_drafts(&self, session_id: &str) -> Result<bool> {
+        let session_id = session_id.to_owned();
+        self.run(move |conn| {
+            Ok(query_one(
+                conn,
+                "SELECT EXISTS (SELECT 1 FROM approval_requests \
+                 WHERE session_id = ?1 AND delivery = 'draft' AND reported_at IS NULL)",
+                [session_id],
+                |r| r.get::<_, bool>(0),
+            )?)
+        })
+        .await
+    }
+
     async fn mark_reported(&self, ids: &[String], at: i64) -> Result<()> {
         let ids = ids.to_vec();
         self.run(move |conn| {
