@@ -47,7 +47,7 @@ fi
 
 # 2. Build.
 t=$SECONDS
-step "building keel (release, with local models; the first build compiles llama.cpp: about 10 minutes on 2 cores)"
+step "building keel (release, with local models; the first build compiles llama.cpp and the workspace: 10–15 minutes on 2 idle cores)"
 cargo build --release --locked -p keel-cli --features local --manifest-path "$root/Cargo.toml"
 keel="$root/target/release/keel"
 echo "built in $(since "$t"): $keel" >&2
