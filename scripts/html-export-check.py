@@ -12,7 +12,9 @@ pipe (no port, no extra packages), and fails (exit 1) when:
   images: everything must be inline);
 * an injected ``<script>`` ran (it sets ``window.pwned``) or is missing as
   visible text;
-* the page's own script did not run (its theme toggle must work).
+* the page's own script did not run (its theme toggle must work);
+* a thinking block is shown open (thinking is collapsed until asked for);
+* the dark colour scheme does not change the page's colours.
 
 It writes a full-page screenshot (light) and, if asked, one with
 ``prefers-color-scheme: dark``. Exit 77 with a line starting ``SKIP:`` when
@@ -179,6 +181,10 @@ def main(argv):
                         pageScripts: document.scripts.length,
                         tools: document.querySelectorAll('.tool').length,
                         compactions: document.querySelectorAll('.compaction').length,
+                        approvals: document.querySelectorAll('.approval').length,
+                        thinking: document.querySelectorAll('details.thinking').length,
+                        thinkingOpen: Array.from(document.querySelectorAll('details.thinking')).filter(function (d) { return d.open; }).length,
+                        background: getComputedStyle(document.documentElement).backgroundColor,
                         title: document.title
                     })""",
                     "returnByValue": True,
@@ -190,6 +196,8 @@ def main(argv):
                 problems.append("an injected <script> ran")
             if not facts["injectedShown"]:
                 problems.append("the injected <script> is not shown as text")
+            if facts["thinkingOpen"]:
+                problems.append("%d thinking block(s) shown open" % facts["thinkingOpen"])
             if facts["pageScripts"] != 1:
                 problems.append("expected exactly the page's own script, found %d" % facts["pageScripts"])
             toggled = browser.call(
@@ -218,6 +226,17 @@ def main(argv):
                     {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
                     session,
                 )
+                dark_bg = browser.call(
+                    "Runtime.evaluate",
+                    {
+                        "expression": "getComputedStyle(document.documentElement).backgroundColor",
+                        "returnByValue": True,
+                    },
+                    session,
+                )["result"].get("value")
+                facts["darkBackground"] = dark_bg
+                if dark_bg == facts["background"]:
+                    problems.append("the dark colour scheme did not change the colours (%s)" % dark_bg)
                 screenshot(browser, session, dark_shot)
             browser.drain(0.3)
         finally:

@@ -343,6 +343,16 @@ impl ApprovalGate for AppServerGate {
         }
     }
 
+    async fn outcome(
+        &self,
+        call: &ToolCallInfo,
+        decision: &GateDecision,
+    ) -> Option<keel_session_store::ApprovalEntry> {
+        let runtime = self.runtime.upgrade()?;
+        let engine = runtime.approvals().await.ok()?;
+        keel_core::describe_approval(engine, call, decision).await
+    }
+
     async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
         let Some(runtime) = self.runtime.upgrade() else {
             return;

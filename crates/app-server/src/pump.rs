@@ -75,6 +75,7 @@ pub async fn run(
     if pump.turn.is_some() {
         pump.end_turn().await;
     }
+    pump.answer_interrupts().await;
 }
 
 /// An item that streams text (an agent message or reasoning).
@@ -226,6 +227,22 @@ impl Pump {
                 error_message,
                 ..
             } => self.compaction_end(result.is_some(), error_message).await,
+            // Codex has no reminder notification, and app-server sessions
+            // keep the todo policy off, so a reminder is not expected here;
+            // were one sent, the plan it is about is unchanged: nothing to say.
+            AgentEvent::TodoReminder { .. } => {}
+            // The plan was emptied: the nearest Codex notification is an
+            // empty `turn/plan/updated`.
+            AgentEvent::TodoAutoClear => {
+                let cleared = keel_app_server_protocol::v2::TurnPlanUpdatedNotification {
+                    thread_id: self.thread.id.clone(),
+                    turn_id: self.turn_id(),
+                    explanation: None,
+                    plan: Vec::new(),
+                };
+                self.send(ServerNotification::TurnPlanUpdated(cleared))
+                    .await;
+            }
         }
     }
 
@@ -289,6 +306,7 @@ impl Pump {
                     ready: None,
                     interrupted: false,
                     waiting_on_approval: 0,
+                    interrupt_requests: Vec::new(),
                 });
             }
             s.active.as_mut().and_then(|t| t.ready.take())
@@ -687,8 +705,16 @@ impl Pump {
         }
     }
 
-    /// Closes open items, settles the status and announces the end.
+    /// Answers `turn/interrupt` before the turn's end is announced.
+    async fn answer_interrupts(&self) {
+        let requests = self.thread.take_interrupt_requests();
+        self.runtime.answer_interrupts(requests).await;
+    }
+
+    /// Answers `turn/interrupt`, closes open items, settles the status and
+    /// announces the end.
     async fn end_turn(&mut self) {
+        self.answer_interrupts().await;
         self.close_reasoning(None).await;
         self.close_agent(None).await;
         let open: Vec<(String, OpenTool)> = self
@@ -703,14 +729,16 @@ impl Pump {
         let Some(turn) = self.turn.take() else {
             return;
         };
-        let interrupted = {
+        let (interrupted, late_interrupts) = {
             let mut s = self.thread.state();
-            let flag = s.active.as_ref().is_some_and(|t| t.interrupted);
-            s.active = None;
+            let active = s.active.take();
             s.declined.clear();
             s.updated_at = chrono::Utc::now().timestamp();
-            flag
+            active.map_or((false, Vec::new()), |t| {
+                (t.interrupted, t.interrupt_requests)
+            })
         };
+        self.runtime.answer_interrupts(late_interrupts).await;
         for id in self.runtime.broker.withdraw_live(&self.thread.id) {
             self.send(ServerNotification::ServerRequestResolved(
                 ServerRequestResolvedNotification {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::ServerNotification;
 use keel_core::ModelInfo;
 use keel_core::keel_approvals::{ApprovalEngine, EngineConfig};
@@ -45,6 +46,10 @@ pub trait ModelSource: Send + Sync {
     /// `error` with `willRetry: true`).
     fn retry_policy(&self) -> keel_core::RetryPolicy {
         keel_core::RetryPolicy::default()
+    }
+    /// When threads summarise their conversation (`[compaction]`).
+    fn compaction(&self) -> keel_core::CompactionSettings {
+        keel_core::CompactionSettings::default()
     }
     /// Every model a client may pick (`model/list`): [`ModelSource::models`]
     /// first, then the catalogue's models of the usable providers.
@@ -127,26 +132,26 @@ impl Runtime {
         })
     }
 
-    /// The approvals engine on `$KEEL_HOME/keel.db` (held calls expire
+    /// The approvals engine on the configured store (`$KEEL_HOME/keel.db`
+    /// unless `[approvals] store` or `KEEL_APPROVALS_DATABASE_URL` says
+    /// otherwise; held calls expire
     /// after `approval_timeout`), or why it could not be opened: then every
     /// tool call that would need a decision is denied, saying why.
     pub async fn approvals(&self) -> Result<&ApprovalEngine, &str> {
         self.approvals
             .get_or_init(|| async {
-                let db = self.config.home.join("keel.db");
                 let config = EngineConfig {
                     default_ttl: self.config.approval_timeout,
                     ..EngineConfig::default()
                 };
-                ApprovalEngine::open_sqlite_with(
-                    &db,
+                ApprovalEngine::open_home(
+                    &self.config.home,
                     Arc::new(keel_core::keel_approvals::SystemClock),
                     config,
                 )
                 .await
                 .map_err(|e| {
-                    let reason =
-                        format!("cannot open the approvals database {}: {e}", db.display());
+                    let reason = e.to_string();
                     tracing::error!("{reason}");
                     reason
                 })
@@ -179,6 +184,16 @@ impl Runtime {
 
     pub fn connection(&self, id: ConnectionId) -> Option<Arc<Connection>> {
         lock(&self.connections).get(&id).cloned()
+    }
+
+    /// Answers `turn/interrupt` requests (`{}`) on the connections that
+    /// sent them, if they are still open.
+    pub async fn answer_interrupts(&self, requests: Vec<(ConnectionId, RequestId)>) {
+        for (conn, id) in requests {
+            if let Some(conn) = self.connection(conn) {
+                conn.respond(id, serde_json::json!({})).await;
+            }
+        }
     }
 
     pub fn thread(&self, id: &str) -> Option<Arc<LoadedThread>> {

@@ -183,6 +183,7 @@ fn spawn_thread(
     config.initial_messages = history.clone();
     config.history = tree;
     config.retry = runtime.models.retry_policy();
+    config.compaction = runtime.models.compaction();
     let log: Arc<dyn SessionLog> = match &writer {
         Some(w) => Arc::new(w.clone()),
         None => Arc::new(keel_core::NullLog),

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::{
     AskForApproval, SandboxPolicy, Thread, ThreadActiveFlag, ThreadStatus, Turn,
 };
@@ -17,6 +18,8 @@ use keel_core::{ModelInfo, SessionHandle, shutdown_split};
 use keel_session_store::SessionWriter;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+
+use crate::outbound::ConnectionId;
 
 /// How long the event pump waits for a `turn/start` response to be queued
 /// before it announces the turn anyway.
@@ -33,6 +36,10 @@ pub struct ActiveTurn {
     pub interrupted: bool,
     /// Approval requests waiting for an answer.
     pub waiting_on_approval: usize,
+    /// `turn/interrupt` requests not answered yet: the event pump answers
+    /// them once the turn has ended, before `turn/completed` (as Codex
+    /// does), so a client sees the response first.
+    pub interrupt_requests: Vec<(ConnectionId, RequestId)>,
 }
 
 /// Mutable protocol-side state of a thread.
@@ -125,6 +132,15 @@ impl LoadedThread {
     /// The active turn's id, if a turn runs.
     pub fn active_turn_id(&self) -> Option<String> {
         self.state().active.as_ref().map(|t| t.id.clone())
+    }
+
+    /// Takes the active turn's unanswered `turn/interrupt` requests.
+    pub fn take_interrupt_requests(&self) -> Vec<(ConnectionId, RequestId)> {
+        self.state()
+            .active
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.interrupt_requests))
+            .unwrap_or_default()
     }
 
     /// The status with the current flags.

@@ -41,6 +41,13 @@ pub enum Error {
     /// SQLite failed.
     #[error("approvals database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (the message never holds the connection string).
+    #[error("approvals database error: {0}")]
+    Postgres(String),
+    /// The approvals store setting is wrong, or its server cannot be
+    /// reached (any password in it is hidden).
+    #[error("{0}")]
+    Config(String),
     /// JSON (de)serialisation of stored args or offers failed.
     #[error("approvals JSON error: {0}")]
     Json(#[from] serde_json::Error),
@@ -50,6 +57,34 @@ pub enum Error {
     /// An I/O failure (creating the database's folder).
     #[error("approvals I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Error::Postgres(describe_postgres(&e))
+    }
+}
+
+/// A PostgreSQL error with its cause (the server's message, or the I/O
+/// error): `tokio_postgres::Error`'s own text is only its kind.
+pub(crate) fn describe_postgres(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return match db.detail() {
+            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
+            None => format!("{}: {}", db.severity(), db.message()),
+        };
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Result with the crate's [`Error`].

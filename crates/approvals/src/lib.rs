@@ -4,7 +4,8 @@
 //! This crate owns the class of a tool call (`read < write < send < money`,
 //! one table: [`class`]), shell-command analysis with tree-sitter-bash
 //! ([`shell`]), the per-workspace [`Mode`], always-allow [`rules`], the
-//! approval [`store`] (SQLite embedded, behind the [`ApprovalStore`] trait),
+//! approval [`store`] (SQLite embedded or a PostgreSQL server, behind the
+//! [`ApprovalStore`] trait, picked by [`StoreLocation`]),
 //! and the [`ApprovalEngine`] that enforces the decision order, stores held
 //! calls before anyone hears of them, waits on the stored row (so a wait
 //! survives a restart and sees decisions written by another process),
@@ -40,8 +41,9 @@
 //! ([`ApprovalEngine::gate`] does check and wait in one step, for callers
 //! that announce nothing; `tests/adapter.rs` exercises that shape.)
 //!
-//! Decisions come from anywhere with the database path (RPC, the CLI,
-//! another keel process): [`ApprovalEngine::decide`] with a [`Decision`];
+//! Decisions come from anywhere that opens the same store (RPC, the CLI,
+//! another keel process; [`ApprovalEngine::open_home`] opens the one
+//! configured for a keel home): [`ApprovalEngine::decide`] with a [`Decision`];
 //! [`ApprovalEngine::decline_waiting`] when a new user message arrives;
 //! [`ApprovalEngine::cancel_session`] on abort; [`ApprovalEngine::pending`]
 //! lists what waits (also after a restart); [`ApprovalEngine::explain`]
@@ -69,6 +71,6 @@ pub use mode::Mode;
 pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
 pub use shell::{ShellAnalysis, ShellCommand, ShellWord, analyze};
 pub use store::{
-    ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, Delivery, RequestFilter,
-    SqliteStore, Status,
+    ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, Delivery, PostgresStore,
+    RequestFilter, STORE_ENV, SqliteStore, Status, StoreLocation, redact_dsn,
 };

@@ -193,6 +193,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
             models,
             available,
             retry,
+            compaction: settings.compaction,
         }),
     );
     match listen {
@@ -250,6 +251,7 @@ struct CliModels {
     /// `models`, then the catalogue's models of the usable providers.
     available: Vec<ModelInfo>,
     retry: keel_core::RetryPolicy,
+    compaction: keel_core::CompactionSettings,
 }
 
 impl CliModels {
@@ -292,6 +294,10 @@ impl ModelSource for CliModels {
 
     fn retry_policy(&self) -> keel_core::RetryPolicy {
         self.retry
+    }
+
+    fn compaction(&self) -> keel_core::CompactionSettings {
+        self.compaction
     }
 
     fn available(&self) -> Vec<ModelInfo> {

@@ -27,6 +27,13 @@
 //! max_retries = 3
 //! base_delay_ms = 2000
 //! max_delay_ms = 30000
+//!
+//! [compaction]               # see config::compaction
+//! reserve_tokens = 16384
+//! keep_recent_tokens = 20000
+//!
+//! [approvals]                # see config::approvals
+//! store = "postgres://keel@127.0.0.1:5432/keel"   # default: $KEEL_HOME/keel.db
 //! ```
 //!
 //! This module owns the file's shape, loading it ([`Settings`]), and
@@ -45,7 +52,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use keel_core::{ModelInfo, RetryPolicy};
+use keel_core::{CompactionSettings, ModelInfo, RetryPolicy};
 use keel_llm::catalog::Match;
 use keel_llm::{
     Catalog, Dialect, ModelConfig, ModelEntry, ProviderSpec, WELL_KNOWN_PROVIDERS,
@@ -55,6 +62,11 @@ use keel_protocol::ThinkingLevel;
 use serde::Deserialize;
 
 use crate::GlobalArgs;
+
+mod approvals;
+mod compaction;
+pub use approvals::{ApprovalsSection, store_line};
+pub use compaction::CompactionSection;
 
 /// Flags that pick the model and provider.
 #[derive(Debug, Clone, Default, Args)]
@@ -80,6 +92,10 @@ pub struct ModelArgs {
     /// A GGUF model file to run in-process (implies --provider local).
     #[arg(long, env = "KEEL_MODEL_PATH")]
     pub model_path: Option<PathBuf>,
+    /// Threads of a local model (default: all cores of a 1–2-core machine,
+    /// else cores − 1; fewer while other processes keep the cores busy).
+    #[arg(long, env = "KEEL_THREADS")]
+    pub threads: Option<u32>,
 }
 
 /// The file `config.toml`.
@@ -97,6 +113,11 @@ pub struct ConfigFile {
     pub models: Vec<ModelConfig>,
     #[serde(default)]
     pub retry: RetrySection,
+    #[serde(default)]
+    pub compaction: CompactionSection,
+    /// `[approvals]`: where the approvals database lives.
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -145,7 +166,7 @@ pub struct ProviderSection {
     pub model_path: Option<PathBuf>,
     /// `local` dialect: context size in tokens (default 8192).
     pub context_size: Option<u32>,
-    /// `local` dialect: threads (default: all cores, at most 8).
+    /// `local` dialect: threads (default: see `keel_llm::local::LocalSpec`).
     pub threads: Option<u32>,
     /// `local` dialect: `auto` (text or a tool call), `required` or `off`.
     pub grammar: Option<String>,
@@ -189,6 +210,7 @@ pub struct Settings {
     pub file: Arc<ConfigFile>,
     pub catalog: Arc<Catalog>,
     pub retry: RetryPolicy,
+    pub compaction: CompactionSettings,
 }
 
 /// How to reach one provider, resolved.
@@ -266,6 +288,8 @@ pub struct Resolved {
     /// The thinking level asked for (the session clamps it).
     pub thinking: ThinkingLevel,
     pub retry: RetryPolicy,
+    /// `[compaction]`: when sessions summarise their conversation.
+    pub compaction: CompactionSettings,
     pub profile: Option<String>,
     catalog: Arc<Catalog>,
     user_limits: Arc<Vec<ModelConfig>>,
@@ -286,7 +310,7 @@ impl Resolved {
             self.conf.clone(),
             id,
             self.thinking,
-            self.retry,
+            (self.retry, self.compaction),
             self.profile.clone(),
         )
     }
@@ -351,7 +375,12 @@ pub fn load_file(path: &Path) -> anyhow::Result<ConfigFile> {
 }
 
 /// What to set when no model is configured, in one line.
-pub const NO_MODEL_HINT: &str = "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or --provider/--model, or [model] in $KEEL_HOME/config.toml), e.g. --provider openai --model gpt-4.1 with OPENAI_API_KEY set, or run `keel models pull` for the offline local model";
+/// (The offline local model needs a keel built with the `local` feature.)
+pub const NO_MODEL_HINT: &str = if keel_llm::local::AVAILABLE {
+    "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or --provider/--model, or [model] in $KEEL_HOME/config.toml), e.g. --provider openai --model gpt-4.1 with OPENAI_API_KEY set, or run `keel models pull` for the offline local model"
+} else {
+    "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or --provider/--model, or [model] in $KEEL_HOME/config.toml), e.g. --provider openai --model gpt-4.1 with OPENAI_API_KEY set; for the offline local model build keel with `--features local` (scripts/quickstart.sh does) and run `keel models pull`"
+};
 
 /// The provider name used for `--base-url` without `--provider`.
 pub const CUSTOM_PROVIDER: &str = "custom";
@@ -375,6 +404,7 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
         Ok(Settings {
             retry: file.retry.policy(),
+            compaction: file.compaction.settings(),
             home,
             config_path,
             catalog: Arc::new(catalog),
@@ -524,7 +554,7 @@ impl Settings {
             conf,
             model,
             thinking,
-            self.retry,
+            (self.retry, self.compaction),
             profile,
         )
     }
@@ -580,6 +610,7 @@ impl Settings {
             }
             conf.local.model_path = path.clone();
         }
+        crate::models::apply_threads(&mut conf, args.threads)?;
         Ok(Some(self.model_with(
             conf,
             model.trim(),
@@ -665,7 +696,7 @@ fn model_of(
     conf: ProviderConf,
     model: &str,
     thinking: ThinkingLevel,
-    retry: RetryPolicy,
+    (retry, compaction): (RetryPolicy, CompactionSettings),
     profile: Option<String>,
 ) -> Resolved {
     let lookup = catalog.lookup_for(&conf.spec_without_key(), model);
@@ -702,6 +733,7 @@ fn model_of(
         limit_known,
         thinking,
         retry,
+        compaction,
         profile,
         catalog: catalog.clone(),
         user_limits: user.clone(),

@@ -7,8 +7,13 @@
 //! transient failures, each announced on stderr); bad configuration with 2.
 //! An unknown model or a clamped thinking level is one warning line on
 //! stderr. Every tool call passes the approvals engine (`$KEEL_HOME/keel.db`):
-//! a held call is asked on the terminal, or waited on with one stderr line
-//! saying how to decide it from another terminal.
+//! a held call is asked on the terminal; without a terminal it becomes a
+//! draft (the model reads "held for approval as draft …", stderr says how to
+//! send it, and the run goes on), or, with `--wait-approvals`, it is waited
+//! on with one stderr line saying how to decide it from another terminal.
+//! A resumed session whose last turn a crash or kill cut off finishes that
+//! turn first (its unanswered tool calls, then the model), then runs the
+//! new prompt.
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -60,6 +65,11 @@ pub struct ExecArgs {
     /// workspace's stored mode, else `outside`).
     #[arg(long, value_enum)]
     pub approval_mode: Option<ApprovalModeArg>,
+    /// Without a terminal, wait for held calls to be decided from another
+    /// terminal (`keel approvals approve …`) instead of parking them as
+    /// drafts and going on.
+    #[arg(long)]
+    pub wait_approvals: bool,
 }
 
 pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -85,10 +95,14 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     let store = SessionStore::new(resolved.home.join("sessions"));
     let (writer, history, tree) = open_session(&store, &cwd, &args, &resolved).await?;
     // Held calls are asked on the terminal when a person is there;
-    // otherwise the run waits and says how to decide from elsewhere.
+    // otherwise they become drafts (or, when asked to, the run waits and
+    // says how to decide from elsewhere).
     let gate = approval_gate(&resolved.home, &cwd, args.approval_mode.map(Into::into)).await;
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     crate::approvals::terminal::install(&gate, interactive);
+    if !interactive && !args.wait_approvals {
+        drafts::install(&gate);
+    }
     let mut session = spawn_session(SessionSpec {
         cwd: &cwd,
         home: &resolved.home,
@@ -99,14 +113,27 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         history,
         tree,
         retry: resolved.retry,
+        compaction: resolved.compaction,
         gate,
     });
-    session
-        .submit(Op::Prompt(UserInput::text(prompt)))
+    // A turn cut off by a crash or kill goes on first; the prompt follows
+    // once it has ended well.
+    let resumed = session
+        .handle()
+        .resume_interrupted()
         .await
-        .context("cannot start the run")?;
-
-    let outcome = drive(&mut session, args.json).await?;
+        .context("cannot resume the cut-off turn")?;
+    let mut outcome = Outcome::Done;
+    if resumed {
+        outcome = drive(&mut session, args.json).await?;
+    }
+    if matches!(outcome, Outcome::Done) {
+        session
+            .submit(Op::Prompt(UserInput::text(prompt)))
+            .await
+            .context("cannot start the run")?;
+        outcome = drive(&mut session, args.json).await?;
+    }
     session.shutdown().await;
     if let Some(w) = &writer {
         w.close().await.context("cannot save the session")?;
@@ -299,4 +326,40 @@ async fn fork(
     let history = tree.context().messages;
     tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
     Ok((Some(writer), history, Some(tree)))
+}
+
+/// Held calls of a run nobody attends become drafts.
+mod drafts {
+    use std::sync::Arc;
+
+    use keel_core::keel_approvals::{PendingRequest, Resolution};
+    use keel_core::{ApprovalFrontend, EngineGate};
+
+    use crate::approvals::terminal::ExecFrontend;
+
+    /// The exec front end without a terminal, saying the run is unattended:
+    /// the engine parks held calls as drafts instead of waiting.
+    struct Drafts(Arc<ExecFrontend>);
+
+    #[async_trait::async_trait]
+    impl ApprovalFrontend for Drafts {
+        async fn requested(&self, request: &PendingRequest) {
+            self.0.requested(request).await;
+        }
+
+        async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
+            self.0.resolved(request, resolution).await;
+        }
+
+        fn unattended(&self) -> bool {
+            true
+        }
+    }
+
+    /// Installs the drafting front end on `gate`.
+    pub fn install(gate: &EngineGate) {
+        if let Ok(engine) = gate.engine() {
+            gate.set_frontend(Arc::new(Drafts(ExecFrontend::new(engine.clone(), false))));
+        }
+    }
 }

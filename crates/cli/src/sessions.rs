@@ -3,9 +3,9 @@
 //! `list` shows each session's id, message count, start time and title
 //! (its name, else its first user message); `show` prints the active branch
 //! entry by entry with the entry ids (what `keel exec --fork-from` and RPC
-//! `branch` take) and marks compactions and branch points; `export --html`
-//! writes the self-contained HTML page of a session; `rm` deletes a
-//! session file.
+//! `branch` take) and marks compactions, approval decisions and branch
+//! points; `export --html` writes the self-contained HTML page of a
+//! session; `rm` deletes a session file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -219,6 +219,24 @@ fn show(loaded: &LoadedSession) -> String {
             } => format!(
                 "compaction ~{tokens_before} tokens summarised; kept from {first_kept_entry_id}"
             ),
+            EntryBody::Approval(a) => {
+                let mut t = format!(
+                    "approval   {} {}: {}",
+                    a.tool_name,
+                    a.tool_call_id,
+                    a.decision.as_str()
+                );
+                if !a.rule_ids.is_empty() {
+                    t.push_str(&format!(" ({})", a.rule_ids.join(", ")));
+                }
+                if let Some(by) = a.decided_by.as_deref().filter(|b| *b != "rule") {
+                    t.push_str(&format!(" by {by}"));
+                }
+                if let Some(note) = &a.note {
+                    t.push_str(&format!(" — {}", line(note, 80)));
+                }
+                t
+            }
         };
         let fork = if forks > 1 {
             format!("  ⑂ {} branches", forks)

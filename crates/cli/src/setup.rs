@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use keel_core::{
-    ApprovalGate, ModelInfo, RetryPolicy, Session, SessionConfig, SessionDeps, SessionLog,
-    SystemClock,
+    ApprovalGate, CompactionSettings, ModelInfo, RetryPolicy, Session, SessionConfig, SessionDeps,
+    SessionLog, SystemClock,
 };
 use keel_protocol::{Message, ThinkingLevel};
 use keel_session_store::{EntryBody, SessionWriter};
@@ -73,11 +73,14 @@ pub struct SessionSpec<'a> {
     /// compactions, branching); `None` for a new session.
     pub tree: Option<keel_session_store::SessionTree>,
     pub retry: RetryPolicy,
+    /// `[compaction]` of the configuration.
+    pub compaction: CompactionSettings,
     /// The approval gate every tool call passes (see [`approval_gate`]).
     pub gate: Arc<dyn ApprovalGate>,
 }
 
-/// The approvals engine at `$KEEL_HOME/keel.db`, as the gate of sessions in
+/// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
+/// default, see `keel_approvals::StoreLocation::for_home`), as the gate of sessions in
 /// workspace `cwd`; `mode` (from `--approval-mode`) applies to this process
 /// only. When the database cannot be opened the gate denies every call.
 pub async fn approval_gate(
@@ -85,8 +88,7 @@ pub async fn approval_gate(
     cwd: &Path,
     mode: Option<keel_core::keel_approvals::Mode>,
 ) -> Arc<keel_core::EngineGate> {
-    let gate =
-        keel_core::EngineGate::open(&home.join("keel.db"), keel_core::workspace_key(cwd)).await;
+    let gate = keel_core::EngineGate::open(home, keel_core::workspace_key(cwd)).await;
     if let Ok(engine) = gate.engine() {
         engine.set_mode_override(mode);
     }
@@ -109,6 +111,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
     config.initial_messages = spec.history;
     config.history = spec.tree;
     config.retry = spec.retry;
+    config.compaction = spec.compaction;
     let log: Arc<dyn SessionLog> = match spec.writer {
         Some(w) => Arc::new(w.clone()),
         None => Arc::new(keel_core::NullLog),

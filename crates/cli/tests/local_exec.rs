@@ -1,5 +1,7 @@
-//! `keel exec` end to end with the small local model (feature `local`):
-//! one grammar-constrained tool call that really runs.
+//! keel end to end with the small local model (feature `local`): one
+//! grammar-constrained tool call that really runs in `keel exec`; the
+//! local model as the default when nothing is configured (`keel exec`,
+//! `--mode rpc`, `app-server`); stopping a generation with SIGINT.
 //!
 //! Needs the small model (`keel models pull --small`): `KEEL_TEST_MODEL`
 //! names the file, else `$KEEL_HOME/models/` and `~/.keel/models/` are
@@ -126,5 +128,181 @@ mod exec {
         assert!(stderr.contains("/nonexistent/model.gguf"), "{stderr}");
         assert!(stderr.contains("keel models pull"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+
+    use keel_test_support::{KeelChild, KeelCommand};
+    use serde_json::{Value, json};
+
+    /// Longest wait for a model-driven step (the debug build on a busy
+    /// 2-core machine evaluates the first prompt in about a minute).
+    const SLOW: Duration = Duration::from_secs(600);
+
+    /// A home where nothing is configured but the small model sits under
+    /// the default model's file name, with a short context and short
+    /// answers (`[providers.local]` only tunes the provider: no model or
+    /// provider is chosen there).
+    fn home_with_default_model(model: &std::path::Path) -> tempfile::TempDir {
+        let home = tempfile::tempdir().unwrap();
+        let models = home.path().join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        std::os::unix::fs::symlink(
+            model,
+            models.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        )
+        .unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[providers.local]\ncontext_size = 4096\nmax_output_tokens = 24\n",
+        )
+        .unwrap();
+        home
+    }
+
+    fn keel(home: &std::path::Path, ws: &std::path::Path) -> KeelCommand {
+        KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+            .home(home)
+            .cwd(ws)
+            .timeout(SLOW)
+    }
+
+    async fn next_json(child: &mut KeelChild, pred: impl Fn(&Value) -> bool) -> Value {
+        let line = child
+            .wait_for_stdout(SLOW, |l| {
+                serde_json::from_str::<Value>(l).is_ok_and(|v| pred(&v))
+            })
+            .await
+            .unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[tokio::test]
+    async fn with_nothing_configured_exec_and_rpc_use_the_local_model() {
+        let Some(model) = small_model() else { return };
+        let home = home_with_default_model(&model);
+        let ws = tempfile::tempdir().unwrap();
+        let out = keel(home.path(), ws.path())
+            .args([
+                "exec",
+                "--json",
+                "--no-session",
+                "Reply with one word: ready",
+            ])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(out.code(), Some(0), "stderr: {}", out.stderr);
+        let lines = out.json_lines().unwrap();
+        let end = lines
+            .iter()
+            .rev()
+            .find(|l| l["type"] == "agent_end")
+            .unwrap();
+        let answer = end["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(answer["provider"], "local", "{answer}");
+        assert_eq!(answer["api"], "local", "{answer}");
+        assert_eq!(answer["model"], "qwen2.5-coder-1.5b-instruct", "{answer}");
+
+        // RPC: the state names it, the catalogue offers it at zero price.
+        let mut rpc = keel(home.path(), ws.path())
+            .args(["--mode", "rpc", "--no-session"])
+            .spawn()
+            .await
+            .unwrap();
+        rpc.send_line(r#"{"id": "s", "type": "get_state"}"#)
+            .await
+            .unwrap();
+        let state = next_json(&mut rpc, |v| v["id"] == "s").await;
+        assert_eq!(state["data"]["model"]["provider"], "local", "{state}");
+        rpc.send_line(r#"{"id": "m", "type": "get_available_models"}"#)
+            .await
+            .unwrap();
+        let models = next_json(&mut rpc, |v| v["id"] == "m").await;
+        let local = models["data"]["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["provider"] == "local" && m["id"] == "qwen2.5-coder-1.5b-instruct")
+            .cloned()
+            .unwrap_or_else(|| panic!("no local model in {models}"));
+        assert_eq!(local["contextWindow"], 4096, "{local}");
+        for price in ["input", "output", "cacheRead", "cacheWrite"] {
+            assert_eq!(local["cost"][price].as_f64(), Some(0.0), "{local}");
+        }
+        rpc.close_stdin();
+        let out = rpc.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "stderr: {}", out.stderr);
+
+        // app-server: a thread started with no model runs on it.
+        let mut server = keel(home.path(), ws.path())
+            .args(["app-server"])
+            .spawn()
+            .await
+            .unwrap();
+        let init = json!({"id": 1, "method": "initialize",
+            "params": {"clientInfo": {"name": "t", "version": "1"}}});
+        server.send_line(&init.to_string()).await.unwrap();
+        next_json(&mut server, |v| v["id"] == 1).await;
+        server
+            .send_line(r#"{"method": "initialized"}"#)
+            .await
+            .unwrap();
+        server
+            .send_line(r#"{"id": 2, "method": "thread/start", "params": {}}"#)
+            .await
+            .unwrap();
+        let started = next_json(&mut server, |v| v["id"] == 2).await;
+        assert_eq!(started["result"]["modelProvider"], "local", "{started}");
+        assert_eq!(
+            started["result"]["model"], "qwen2.5-coder-1.5b-instruct",
+            "{started}"
+        );
+        server.close_stdin();
+        server.wait().await.unwrap();
+    }
+
+    /// Keel in `mode_args` (`exec …`) on the small model,
+    /// free to write long text.
+    fn counting(
+        model: &std::path::Path,
+        ws: &std::path::Path,
+        home: &std::path::Path,
+        mode_args: &[&str],
+    ) -> KeelCommand {
+        std::fs::write(
+            home.join("config.toml"),
+            "[providers.local]\ncontext_size = 4096\ngrammar = \"off\"\n",
+        )
+        .unwrap();
+        keel(home, ws)
+            .args(mode_args.iter().copied())
+            .args(["--model-path", &model.display().to_string()])
+    }
+
+    /// A `message_update` carrying generated text (not just the start of
+    /// the message, which comes before the prompt is evaluated).
+    fn is_text_delta(v: &Value) -> bool {
+        v["type"] == "message_update" && v.to_string().contains("\"text_delta\"")
+    }
+
+    const COUNT: &str = "Count from 1 to 1000, one number per line, and nothing else.";
+
+    #[tokio::test]
+    async fn sigint_stops_exec_mid_generation() {
+        let Some(model) = small_model() else { return };
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let mut child = counting(&model, ws.path(), home.path(), &["exec", "--json"])
+            .arg(COUNT)
+            .spawn()
+            .await
+            .unwrap();
+        next_json(&mut child, is_text_delta).await;
+        child.signal("INT").await.unwrap();
+        let out = child.wait().await.unwrap();
+        assert_eq!(out.code(), Some(130), "stderr: {}", out.stderr);
+        let last: Value = serde_json::from_str(out.stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "agent_end", "{last}");
+        let answer = last["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(answer["stopReason"], "aborted", "{answer}");
     }
 }

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use keel_session_store::{Entry, EntryBody, SessionWriter};
+use keel_session_store::{ApprovalEntry, Entry, EntryBody, SessionWriter};
 use serde_json::Value;
 
 use crate::{Error, Result};
@@ -52,6 +52,22 @@ impl GateDecision {
     }
 }
 
+/// What the gate knows of a call found without a result when a turn cut
+/// off by a crash or kill is resumed (see `SessionHandle::resume_interrupted`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recovery {
+    /// A stored request covers the call: [`ApprovalGate::check`] picks it
+    /// up (still pending: held again; decided meanwhile: honoured once;
+    /// approved and started: "may or may not have happened").
+    Recorded,
+    /// Nothing is stored about the call. `read_only`: running it again
+    /// cannot change anything.
+    Unrecorded { read_only: bool },
+    /// The call's outcome is known (it finished, or its decline was handed
+    /// over, before keel stopped): the model reads this result; nothing runs.
+    Answer { text: String, is_error: bool },
+}
+
 /// Asked before every tool run; the loop's only way to the approval engine.
 ///
 /// The loop calls [`check`](Self::check) before each call. A
@@ -72,6 +88,14 @@ pub trait ApprovalGate: Send + Sync {
         GateDecision::deny("This call was held for approval, but nothing can decide it here.")
     }
 
+    /// What the session file records about how `call` was decided
+    /// (`decision`: what `check`, or `wait` for a held call, returned);
+    /// `None`, the default, records nothing.
+    async fn outcome(&self, call: &ToolCallInfo, decision: &GateDecision) -> Option<ApprovalEntry> {
+        let _ = (call, decision);
+        None
+    }
+
     /// An approved call ran; `outcome` is the text the model saw.
     async fn finish(&self, call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
         let _ = (call, approval_id, outcome, is_error);
@@ -88,6 +112,14 @@ pub trait ApprovalGate: Send + Sync {
     /// The user aborted the session's run: cancel what its turn waits on.
     async fn abort(&self, session_id: &str) {
         let _ = session_id;
+    }
+
+    /// What is known of a call found without a result when an interrupted
+    /// turn is resumed. The default knows nothing, and runs nothing again
+    /// that could have changed something.
+    async fn recover(&self, call: &ToolCallInfo) -> Recovery {
+        let _ = call;
+        Recovery::Unrecorded { read_only: false }
     }
 
     /// Notes for the model at the start of the session's next run (what

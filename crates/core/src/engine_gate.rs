@@ -7,7 +7,9 @@
 //! announcement to an [`ApprovalFrontend`] (RPC mode writes frames, `keel
 //! exec` asks on the terminal or prints how to decide). It fails closed: an
 //! engine that could not be opened, or any engine error, denies the call
-//! with a message that says why. The stored row is the only record; this
+//! with a message that says why. For a turn resumed after a restart it
+//! says what the stored row knows of each unanswered call
+//! ([`ApprovalGate::recover`]). The stored row is the only record; this
 //! type keeps no state beyond the front end it reports to. It must not know
 //! about any wire format or terminal.
 
@@ -15,11 +17,11 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use keel_approvals::{
-    ApprovalEngine, CallContext, Class, Delivery, GateOutcome, PendingRequest, RequestFilter,
-    Resolution, Status, ToolOrigin, messages,
+    ApprovalEngine, ApprovalRecord, CallContext, Class, Delivery, GateOutcome, PendingRequest,
+    RequestFilter, Resolution, Status, ToolOrigin, classify, messages,
 };
 
-use crate::deps::{ApprovalGate, GateDecision, ToolCallInfo};
+use crate::deps::{ApprovalGate, GateDecision, Recovery, ToolCallInfo};
 
 /// Longest result text kept on an approval row.
 const OUTCOME_CHARS: usize = 4000;
@@ -116,13 +118,21 @@ impl EngineGate {
         }
     }
 
-    /// Opens the engine on the SQLite database at `db`. When that fails the
-    /// gate still exists and denies every call, saying why.
-    pub async fn open(db: &Path, workspace: impl Into<String>) -> Self {
-        match ApprovalEngine::open_sqlite(db).await {
+    /// Opens the engine on the approvals store configured for the keel
+    /// home `home` (`keel.db` in it unless configured otherwise, see
+    /// `keel_approvals::StoreLocation::for_home`). When that fails the gate
+    /// still exists and denies every call, saying why.
+    pub async fn open(home: &Path, workspace: impl Into<String>) -> Self {
+        let opened = ApprovalEngine::open_home(
+            home,
+            Arc::new(keel_approvals::SystemClock),
+            keel_approvals::EngineConfig::default(),
+        )
+        .await;
+        match opened {
             Ok(engine) => Self::new(engine, workspace),
             Err(e) => {
-                let reason = format!("cannot open the approvals database {}: {e}", db.display());
+                let reason = e.to_string();
                 tracing::error!("{reason}; every tool call will be denied");
                 Self::unavailable(reason, workspace)
             }
@@ -209,6 +219,33 @@ fn cut(text: &str) -> String {
     out
 }
 
+/// What a stored request says about a call found without a result after
+/// a restart. Rows whose decision is not yet handed over (pending, decided
+/// while keel was down, approved and claimed but never finished) go back
+/// through `check`, which honours them once; a row whose outcome was
+/// already handed over answers the call with that outcome.
+fn recovery_of(row: &ApprovalRecord) -> Recovery {
+    if row.consumed_at.is_none() || (row.status == Status::Approved && row.finished_at.is_none()) {
+        return Recovery::Recorded;
+    }
+    if row.status == Status::Approved {
+        return Recovery::Answer {
+            text: row
+                .outcome
+                .clone()
+                .unwrap_or_else(|| "(no output)".to_owned()),
+            is_error: row.outcome_is_error,
+        };
+    }
+    match Resolution::from_record(row).and_then(|r| r.message_for_model()) {
+        Some(text) => Recovery::Answer {
+            text,
+            is_error: true,
+        },
+        None => Recovery::Recorded,
+    }
+}
+
 #[async_trait::async_trait]
 impl ApprovalGate for EngineGate {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
@@ -253,6 +290,14 @@ impl ApprovalGate for EngineGate {
             )),
             other => other,
         }
+    }
+
+    async fn outcome(
+        &self,
+        call: &ToolCallInfo,
+        decision: &GateDecision,
+    ) -> Option<keel_session_store::ApprovalEntry> {
+        crate::approval_entry::describe(self.engine.as_ref().ok()?, call, decision).await
     }
 
     async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
@@ -311,6 +356,27 @@ impl ApprovalGate for EngineGate {
                     tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed")
                 }
             }
+        }
+    }
+
+    async fn recover(&self, call: &ToolCallInfo) -> Recovery {
+        let frontend = self.frontend();
+        let context = self.context(call, frontend.as_ref());
+        let row = match &self.engine {
+            Ok(engine) => engine.row_for_call(&context).await,
+            // No engine: `check` will deny whatever is asked.
+            Err(_) => return Recovery::Recorded,
+        };
+        match row {
+            Ok(Some(row)) => recovery_of(&row),
+            Ok(None) => Recovery::Unrecorded {
+                read_only: classify(&call.tool_name, &call.args, context.origin, &call.cwd).class
+                    == Class::Read,
+            },
+            Err(e) => Recovery::Answer {
+                text: messages::check_failed(&e.to_string()),
+                is_error: true,
+            },
         }
     }
 

@@ -144,7 +144,8 @@ pub(crate) fn stats(shared: &SharedState) -> SessionStats {
             EntryBody::ModelChange { .. }
             | EntryBody::ThinkingLevelChange { .. }
             | EntryBody::SessionInfo { .. }
-            | EntryBody::Branch { .. } => {}
+            | EntryBody::Branch { .. }
+            | EntryBody::Approval(_) => {}
         }
     }
     let mut usage = Usage::default();

@@ -20,6 +20,7 @@
 //! an [`ApprovalFrontend`] that announces held calls.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod approval_entry;
 mod assemble;
 pub mod compaction;
 mod config;
@@ -29,19 +30,22 @@ mod error;
 mod history;
 pub mod prompt;
 mod queue;
+mod resume;
 mod retry;
 mod run;
 mod session;
+mod todo;
 mod tool_exec;
 
 #[cfg(test)]
 mod tests;
 
+pub use approval_entry::describe as describe_approval;
 pub use compaction::CompactionSettings;
 pub use config::{ModelInfo, ModelPricing, SessionConfig};
 pub use deps::{
-    AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, SessionLog, SystemClock,
-    ToolCallInfo,
+    AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, Recovery, SessionLog,
+    SystemClock, ToolCallInfo,
 };
 pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, workspace_key,
@@ -53,6 +57,7 @@ pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, Retr
 pub use session::{
     Delivery, QueueKind, Session, SessionDeps, SessionHandle, SessionSnapshot, shutdown_split,
 };
+pub use todo::{DEFAULT_TODO_REMINDERS, TodoPolicy};
 
 /// Capacity of the op channel into a session task.
 pub const OP_CHANNEL_CAPACITY: usize = 64;

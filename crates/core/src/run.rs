@@ -6,8 +6,13 @@
 //!   tool calls (each gated, executed, answered), turn_end   ← repeated while
 //!   the model calls tools or steering messages are queued
 //!   follow-up messages start more turns when the agent would stop
+//!   (then todo reminders, or the clearing of a finished list: `todo.rs`)
 //! agent_end
 //! ```
+//!
+//! A run may also start by resuming a turn a crash or kill cut off
+//! ([`Start::Resume`]): its first turn answers the unanswered tool calls
+//! (no new user message, no model call), then the loop goes on as usual.
 //!
 //! Durable state is written before it is announced: every message is appended
 //! to the session log before its `message_end`, and the log is flushed before
@@ -107,20 +112,47 @@ impl RunCtx {
     }
 }
 
-/// Runs the agent from `prompt` until it stops, fails or is aborted.
-pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: CancellationToken) {
+/// How a run starts.
+pub(crate) enum Start {
+    /// With a new user message (and the context queued ahead of it).
+    Prompt(UserInput),
+    /// With the unanswered tool calls of a turn a crash or kill cut off
+    /// (see [`crate::resume`]); no user message is added.
+    Resume,
+}
+
+/// Runs the agent from `start` until it stops, fails or is aborted.
+pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationToken) {
     ctx.emit(AgentEvent::AgentStart).await;
-    let (start_len, context) = {
-        let mut s = lock(&ctx.shared);
-        (s.messages.len(), std::mem::take(&mut s.pending_context))
+    let start_len = lock(&ctx.shared).messages.len();
+    let mut stopped = false;
+    let mut pending: Vec<Message> = match start {
+        Start::Prompt(prompt) => {
+            let context = std::mem::take(&mut lock(&ctx.shared).pending_context);
+            let mut pending: Vec<Message> =
+                context.into_iter().map(|m| ctx.user_message(m)).collect();
+            pending.push(ctx.user_message(prompt));
+            pending
+        }
+        Start::Resume => {
+            let interrupted = crate::resume::interrupted(&lock(&ctx.shared).messages);
+            if let Some(interrupted) = interrupted {
+                stopped = !crate::resume::resume_turn(&ctx, interrupted, &cancel).await;
+            }
+            let steering = lock(&ctx.shared).queues.take_steering();
+            steering.into_iter().map(|m| ctx.user_message(m)).collect()
+        }
     };
-    let mut pending: Vec<Message> = context.into_iter().map(|m| ctx.user_message(m)).collect();
-    pending.push(ctx.user_message(prompt));
     // A call that overflowed the context is made again once per run, after
     // compacting.
     let mut overflow_retried = false;
+    let mut todo_reminders = 0u32;
 
     'outer: loop {
+        if std::mem::take(&mut stopped) {
+            lock(&ctx.shared).running = false;
+            break;
+        }
         loop {
             ctx.emit(AgentEvent::TurnStart).await;
             for message in pending.drain(..) {
@@ -217,6 +249,7 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
         // The last look at the queues and giving up the session happen under
         // one lock: a message queued after this point starts a new run
         // instead of waiting in a queue no run drains.
+        let mut todo_step = crate::todo::AtStop::Stop;
         let next = {
             let mut s = lock(&ctx.shared);
             let steering = s.queues.take_steering();
@@ -226,12 +259,17 @@ pub(crate) async fn run_agent(ctx: RunCtx, prompt: UserInput, cancel: Cancellati
                 steering
             };
             if next.is_empty() {
-                s.running = false;
+                todo_step = crate::todo::at_stop(&mut s, &mut todo_reminders);
+                s.running = todo_step.continues();
             }
             next
         };
         if next.is_empty() {
-            break;
+            let Some(reminder) = crate::todo::announce(&ctx, todo_step).await else {
+                break;
+            };
+            pending = vec![ctx.user_message(reminder)];
+            continue;
         }
         emit_queue_update(&ctx).await;
         pending = next.into_iter().map(|m| ctx.user_message(m)).collect();

@@ -13,6 +13,8 @@
 //! an `Abort` marks the run aborted, so the loop has the gate cancel what it
 //! waits on (a `Shutdown` leaves such requests pending for the next
 //! process); a new run first hears what became of the session's drafts.
+//! [`SessionHandle::resume_interrupted`] starts a run that finishes a turn
+//! a crash or kill cut off (see [`crate::resume`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ModelInfo, SessionConfig};
 use crate::deps::{ApprovalGate, Clock, SessionLog};
 use crate::queue::Queues;
-use crate::run::{RunCtx, run_agent};
+use crate::run::{RunCtx, Start, run_agent};
 use crate::{EVENT_CHANNEL_CAPACITY, Error, OP_CHANNEL_CAPACITY, Result};
 
 /// Everything the loop reaches through a trait.
@@ -58,6 +60,8 @@ pub(crate) struct Shared {
     pub tools: Vec<Arc<dyn Tool>>,
     pub session_name: Option<String>,
     pub todos: Vec<TodoPhase>,
+    /// What the todo list does when a run is about to stop.
+    pub todo_policy: crate::todo::TodoPolicy,
     /// User messages (for example a host's shell output) that go into the
     /// conversation ahead of the next prompt.
     pub pending_context: Vec<UserInput>,
@@ -142,7 +146,7 @@ pub enum Delivery {
 /// A cloneable handle that submits ops and reads state.
 #[derive(Clone)]
 pub struct SessionHandle {
-    ops: mpsc::Sender<Op>,
+    ops: mpsc::Sender<TaskOp>,
     shared: SharedState,
     deps: Arc<SessionDeps>,
     /// Weak, so the event stream ends when the session task stops even while
@@ -183,7 +187,10 @@ impl SessionHandle {
                 {
                     compaction.cancel();
                 }
-                self.ops.send(op).await.map_err(|_| Error::Closed)
+                self.ops
+                    .send(TaskOp::Op(op))
+                    .await
+                    .map_err(|_| Error::Closed)
             }
             Op::SetSteeringMode { mode } => {
                 lock(&self.shared).queues.steering_mode = mode;
@@ -268,11 +275,37 @@ impl SessionHandle {
     }
 
     async fn send_prompt(&self, input: UserInput) -> Result<()> {
-        if self.ops.send(Op::Prompt(input)).await.is_err() {
+        if self.ops.send(TaskOp::Op(Op::Prompt(input))).await.is_err() {
             lock(&self.shared).running = false;
             return Err(Error::Closed);
         }
         Ok(())
+    }
+
+    /// Resumes a turn a crash or kill cut off: when the active branch ends
+    /// with an assistant message whose tool calls have no results, a run
+    /// starts (`agent_start` …) that answers those calls — each through
+    /// the gate, which honours a decision made while keel was down and
+    /// announces a request still pending again — and then continues the
+    /// turn with the model, without a new user message. Returns whether
+    /// such a run started (false: nothing was cut off, or the session is
+    /// busy).
+    pub async fn resume_interrupted(&self) -> Result<bool> {
+        {
+            let mut s = lock(&self.shared);
+            if s.running
+                || s.compacting.is_some()
+                || crate::resume::interrupted(&s.messages).is_none()
+            {
+                return Ok(false);
+            }
+            s.running = true;
+        }
+        if self.ops.send(TaskOp::Resume).await.is_err() {
+            lock(&self.shared).running = false;
+            return Err(Error::Closed);
+        }
+        Ok(true)
     }
 
     /// A steering message while the run may wait on held calls: the gate
@@ -365,6 +398,12 @@ impl SessionHandle {
     /// session (from the next failure on).
     pub fn set_auto_retry(&self, enabled: bool) {
         lock(&self.shared).auto_retry = enabled;
+    }
+
+    /// Sets what the todo list does when a run is about to stop (reminders,
+    /// clearing a finished list); off until set.
+    pub fn set_todo_policy(&self, policy: crate::todo::TodoPolicy) {
+        lock(&self.shared).todo_policy = policy;
     }
 
     /// Moves the session to another working directory: tool calls and the
@@ -590,6 +629,7 @@ impl Session {
             provider: deps.provider.clone(),
             tools: deps.tools.clone(),
             todos: Vec::new(),
+            todo_policy: crate::todo::TodoPolicy::OFF,
             pending_context: Vec::new(),
             auto_retry: config.retry.enabled,
             retry_wait: None,
@@ -648,7 +688,7 @@ impl Session {
 
     /// Aborts any run, flushes the log and waits for the task to stop.
     pub async fn shutdown(self) {
-        let _ = self.handle.ops.send(Op::Shutdown).await;
+        let _ = self.handle.ops.send(TaskOp::Op(Op::Shutdown)).await;
         drop(self.events);
         let _ = self.task.await;
     }
@@ -658,8 +698,15 @@ impl Session {
 /// flushes the log and waits for the task. The event receiver stays with
 /// the caller, who should drain it until it ends.
 pub async fn shutdown_split(handle: &SessionHandle, task: JoinHandle<()>) {
-    let _ = handle.ops.send(Op::Shutdown).await;
+    let _ = handle.ops.send(TaskOp::Op(Op::Shutdown)).await;
     let _ = task.await;
+}
+
+/// What travels to the session task: an op, or the start of a run that
+/// resumes a cut-off turn.
+enum TaskOp {
+    Op(Op),
+    Resume,
 }
 
 struct CurrentRun {
@@ -668,24 +715,45 @@ struct CurrentRun {
 }
 
 /// Starts a run: what became of the session's drafts goes to the model
-/// first (as context ahead of the prompt), then the run proper.
-async fn start_run(ctx: RunCtx, input: UserInput, cancel: CancellationToken) {
-    let session_id = lock(&ctx.shared).config.session_id.clone();
-    let notes = ctx.deps.gate.take_notes(&session_id).await;
-    if !notes.is_empty() {
-        lock(&ctx.shared)
-            .pending_context
-            .extend(notes.into_iter().map(UserInput::text));
+/// first (as context ahead of the prompt), then the run proper. A resumed
+/// turn leaves the notes for the next prompt (nothing may come between
+/// tool calls and their results).
+async fn start_run(ctx: RunCtx, start: Start, cancel: CancellationToken) {
+    if matches!(start, Start::Prompt(_)) {
+        let session_id = lock(&ctx.shared).config.session_id.clone();
+        let notes = ctx.deps.gate.take_notes(&session_id).await;
+        if !notes.is_empty() {
+            lock(&ctx.shared)
+                .pending_context
+                .extend(notes.into_iter().map(UserInput::text));
+        }
     }
-    run_agent(ctx, input, cancel).await;
+    run_agent(ctx, start, cancel).await;
 }
 
-async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
+fn spawn_run(ctx: &RunCtx, start: Start) -> CurrentRun {
+    let cancel = CancellationToken::new();
+    lock(&ctx.shared).abort_requested = false;
+    let task = tokio::spawn(start_run(ctx.clone(), start, cancel.clone()));
+    CurrentRun { task, cancel }
+}
+
+async fn session_task(mut ops: mpsc::Receiver<TaskOp>, ctx: RunCtx) {
     let mut current: Option<CurrentRun> = None;
     loop {
         tokio::select! {
             op = ops.recv() => {
                 let Some(op) = op else { break };
+                let op = match op {
+                    TaskOp::Op(op) => op,
+                    TaskOp::Resume => {
+                        if let Some(run) = current.take() {
+                            let _ = run.task.await;
+                        }
+                        current = Some(spawn_run(&ctx, Start::Resume));
+                        continue;
+                    }
+                };
                 match op {
                     Op::Prompt(input) => {
                         // The previous run has already given up the session
@@ -694,10 +762,7 @@ async fn session_task(mut ops: mpsc::Receiver<Op>, ctx: RunCtx) {
                         if let Some(run) = current.take() {
                             let _ = run.task.await;
                         }
-                        let cancel = CancellationToken::new();
-                        lock(&ctx.shared).abort_requested = false;
-                        let task = tokio::spawn(start_run(ctx.clone(), input, cancel.clone()));
-                        current = Some(CurrentRun { task, cancel });
+                        current = Some(spawn_run(&ctx, Start::Prompt(input)));
                     }
                     Op::Abort => {
                         if let Some(run) = &current {

@@ -671,4 +671,6 @@ async fn history_is_restored_and_logged_messages_match() {
 mod approvals;
 mod compaction;
 mod handle;
+mod resume;
 mod retry;
+mod todo;

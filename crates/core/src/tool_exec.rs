@@ -9,7 +9,9 @@
 //! answers the current and remaining calls with an "aborted" result (and has
 //! the gate cancel what the turn waited on); a denial with `stop_turn` ends
 //! the run after its call. Every call gets exactly one result message, so
-//! the history the model sees stays valid.
+//! the history the model sees stays valid. The unanswered calls of a turn
+//! cut off by a crash or kill run here too, once the gate has said what it
+//! knows of each ([`execute_interrupted`]), so none runs twice.
 
 use std::collections::HashMap;
 
@@ -22,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::TOOL_UPDATE_CAPACITY;
-use crate::deps::{GateDecision, ToolCallInfo};
+use crate::deps::{GateDecision, Recovery, ToolCallInfo};
 use crate::run::RunCtx;
 use crate::session::lock;
 
@@ -39,6 +41,12 @@ pub(crate) struct ToolCallOutcome {
     pub results: Vec<Message>,
 }
 
+/// Text of the result given to a call that may have been running when keel
+/// stopped, about which nothing was stored, and that could change something.
+pub const INTERRUPTED_TEXT: &str = "This call was cut off when keel stopped (a crash or a kill) \
+     and keel was started again; it may or may not have happened. Check its effects before \
+     trying again.";
+
 /// Executes `calls` in order.
 pub(crate) async fn execute_tool_calls(
     ctx: &RunCtx,
@@ -46,21 +54,52 @@ pub(crate) async fn execute_tool_calls(
     invalid_args: &HashMap<String, String>,
     cancel: &CancellationToken,
 ) -> ToolCallOutcome {
+    execute(ctx, calls, invalid_args, cancel, false).await
+}
+
+/// Executes the unanswered `calls` of a turn cut off by a crash or kill,
+/// in order. Each asks the gate first what it knows
+/// ([`ApprovalGate::recover`](crate::ApprovalGate::recover)): a stored
+/// request goes through the gate as usual (held again, or its decision
+/// honoured once); a known outcome is given without running; a call with
+/// nothing stored runs when it is the first one (the one that may have
+/// been running) only if it is read-only, else it is answered with
+/// [`INTERRUPTED_TEXT`]; the calls after it never started and run as usual.
+pub(crate) async fn execute_interrupted(
+    ctx: &RunCtx,
+    calls: &[Call],
+    cancel: &CancellationToken,
+) -> ToolCallOutcome {
+    execute(ctx, calls, &HashMap::new(), cancel, true).await
+}
+
+async fn execute(
+    ctx: &RunCtx,
+    calls: &[Call],
+    invalid_args: &HashMap<String, String>,
+    cancel: &CancellationToken,
+    recovering: bool,
+) -> ToolCallOutcome {
     let mut outcome = ToolCallOutcome::default();
-    for (id, name, args) in calls {
+    for (index, (id, name, args)) in calls.iter().enumerate() {
         let early = if cancel.is_cancelled() {
-            Some(ToolResult::text(ABORTED_TEXT))
+            Some((ToolResult::text(ABORTED_TEXT), true))
         } else if steering_interrupts(ctx) {
-            Some(ToolResult::text(SKIPPED_TEXT))
+            Some((ToolResult::text(SKIPPED_TEXT), true))
+        } else if let Some(problem) = invalid_args.get(id) {
+            Some((
+                ToolResult::text(format!("Invalid arguments for tool {name}: {problem}")),
+                true,
+            ))
+        } else if recovering {
+            recovered(ctx, id, name, args, index == 0).await
         } else {
-            invalid_args.get(id).map(|problem| {
-                ToolResult::text(format!("Invalid arguments for tool {name}: {problem}"))
-            })
+            None
         };
         let (result, is_error) = match early {
-            Some(result) => {
+            Some(early) => {
                 emit_start(ctx, id, name, args).await;
-                (result, true)
+                early
             }
             None => run_one(ctx, id, name, args, cancel).await,
         };
@@ -97,6 +136,37 @@ pub(crate) async fn answer_unrun(
             .push(commit_result(ctx, id, name, ToolResult::text(text), true).await);
     }
     outcome
+}
+
+/// The result of an interrupted call that must not run (again), or `None`
+/// when it goes through the gate and runs as usual. `first`: the call may
+/// have been running when keel stopped.
+async fn recovered(
+    ctx: &RunCtx,
+    id: &str,
+    name: &str,
+    args: &Value,
+    first: bool,
+) -> Option<(ToolResult, bool)> {
+    let info = call_info(ctx, id, name, args);
+    match ctx.deps.gate.recover(&info).await {
+        Recovery::Recorded => None,
+        Recovery::Unrecorded { read_only } => {
+            (first && !read_only).then(|| (ToolResult::text(INTERRUPTED_TEXT), true))
+        }
+        Recovery::Answer { text, is_error } => Some((ToolResult::text(text), is_error)),
+    }
+}
+
+fn call_info(ctx: &RunCtx, id: &str, name: &str, args: &Value) -> ToolCallInfo {
+    let s = lock(&ctx.shared);
+    ToolCallInfo {
+        session_id: s.config.session_id.clone(),
+        call_id: id.to_owned(),
+        tool_name: name.to_owned(),
+        args: args.clone(),
+        cwd: s.config.cwd.clone(),
+    }
 }
 
 fn steering_interrupts(ctx: &RunCtx) -> bool {
@@ -155,22 +225,13 @@ async fn run_one(
         emit_start(ctx, id, name, args).await;
         return (ToolResult::text(format!("Tool {name} not found")), true);
     };
-    let (session_id, cwd, scratch_dir) = {
-        let s = lock(&ctx.shared);
-        (
-            s.config.session_id.clone(),
-            s.config.cwd.clone(),
-            s.config.scratch_dir.clone(),
-        )
-    };
-    let info = ToolCallInfo {
-        session_id,
-        call_id: id.to_owned(),
-        tool_name: name.to_owned(),
-        args: args.clone(),
-        cwd: cwd.clone(),
-    };
+    let info = call_info(ctx, id, name, args);
+    let (cwd, scratch_dir) = (
+        info.cwd.clone(),
+        lock(&ctx.shared).config.scratch_dir.clone(),
+    );
     let decision = decide(ctx, &info, cancel).await;
+    crate::approval_entry::record(ctx, &info, &decision).await;
     emit_start(ctx, id, name, args).await;
     let approval_id = match decision {
         GateDecision::Allow => None,

@@ -16,6 +16,7 @@
 //! escaped; Markdown's raw HTML is shown as text. It reads entries only
 //! (no files, no wire protocol).
 
+mod approval;
 mod highlight;
 mod markdown;
 mod page;

@@ -164,6 +164,9 @@ details.thinking .md { color: var(--muted); font-style: italic; margin-top: 6px;
   display: inline-block; margin: 6px 0 2px; padding: 2px 8px; border-radius: 6px; font-size: 12px;
   background: var(--warn-bg); color: var(--warn); border: 1px solid var(--border);
 }
+.approval.ok { color: var(--ok); background: var(--add-bg); }
+.approval.stop { color: var(--err); background: var(--del-bg); }
+.approval-facts { color: var(--muted); }
 .error-box { margin-top: 8px; padding: 8px 10px; border-radius: 8px; background: var(--del-bg); color: var(--err); font-size: 13px; }
 .usage { margin-top: 6px; font-size: 11px; color: var(--muted); }
 .event { font-size: 12px; color: var(--muted); text-align: center; margin: 10px 0; }

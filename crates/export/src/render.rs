@@ -8,9 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use keel_protocol::{AssistantMessage, ContentBlock, Message, StopReason, ToolResultMessage};
-use keel_session_store::{Entry, EntryBody, SessionTree};
+use keel_session_store::{ApprovalEntry, Entry, EntryBody, SessionTree};
 use serde_json::Value;
 
+use crate::approval;
 use crate::highlight::{diff, escape, highlight, lang_of_path, looks_like_diff};
 use crate::markdown;
 
@@ -27,6 +28,10 @@ pub struct Renderer<'a> {
     children: HashMap<&'a str, Vec<&'a Entry>>,
     roots: Vec<&'a Entry>,
     results: HashMap<&'a str, &'a ToolResultMessage>,
+    /// The latest `approval` entry of each tool call.
+    approvals: HashMap<&'a str, &'a ApprovalEntry>,
+    /// Tool calls some assistant message makes.
+    calls: HashSet<&'a str>,
     /// Entries summarised by the latest compaction of the active branch.
     compacted: HashSet<&'a str>,
 }
@@ -36,16 +41,26 @@ impl<'a> Renderer<'a> {
         let mut children: HashMap<&str, Vec<&Entry>> = HashMap::new();
         let mut roots = Vec::new();
         let mut results = HashMap::new();
+        let mut approvals = HashMap::new();
+        let mut calls = HashSet::new();
         for e in tree.entries() {
             match e.parent_id.as_deref() {
                 Some(p) if tree.get(p).is_some() => children.entry(p).or_default().push(e),
                 _ => roots.push(e),
             }
-            if let EntryBody::Message {
-                message: Message::ToolResult(r),
-            } = &e.body
-            {
-                results.insert(r.tool_call_id.as_str(), r);
+            match &e.body {
+                EntryBody::Message {
+                    message: Message::ToolResult(r),
+                } => {
+                    results.insert(r.tool_call_id.as_str(), r);
+                }
+                EntryBody::Message {
+                    message: Message::Assistant(a),
+                } => calls.extend(a.tool_calls().into_iter().map(|(id, _, _)| id)),
+                EntryBody::Approval(a) => {
+                    approvals.insert(a.tool_call_id.as_str(), a);
+                }
+                _ => {}
             }
         }
         let branch = tree.branch();
@@ -69,6 +84,8 @@ impl<'a> Renderer<'a> {
             children,
             roots,
             results,
+            approvals,
+            calls,
             compacted,
         }
     }
@@ -152,18 +169,23 @@ impl<'a> Renderer<'a> {
                 }
                 Message::ToolResult(r) => {
                     // Shown with its call; an orphan result stands alone.
-                    let has_call = self.tree.entries().iter().any(|x| {
-                        matches!(&x.body, EntryBody::Message { message: Message::Assistant(a) }
-                            if a.tool_calls().iter().any(|(id, _, _)| *id == r.tool_call_id))
-                    });
-                    if !has_call {
+                    if !self.calls.contains(r.tool_call_id.as_str()) {
                         open_entry(out, e, "msg", compacted);
                         role(out, "Tool result", None, &e.timestamp, compacted);
-                        tool_output(out, r);
+                        tool_output(out, r, true);
                         out.push_str("</section>");
                     }
                 }
             },
+            // Shown with its call; one whose call is not in the file stands
+            // alone.
+            EntryBody::Approval(a) => {
+                if !self.calls.contains(a.tool_call_id.as_str()) {
+                    out.push_str("<div class=\"entry event\">");
+                    approval::render(out, a);
+                    out.push_str("</div>");
+                }
+            }
             EntryBody::ModelChange { provider, model_id } => {
                 event(out, &format!("Model: {provider}/{model_id}"))
             }
@@ -282,8 +304,12 @@ impl<'a> Renderer<'a> {
             escape(&shorten(&summary_of(name, args), 120))
         ));
         tool_args(out, name, args);
+        let decided = self.approvals.get(id).copied();
+        if let Some(a) = decided {
+            approval::render(out, a);
+        }
         match result {
-            Some(r) => tool_output(out, r),
+            Some(r) => tool_output(out, r, decided.is_none()),
             None => out.push_str("<div class=\"usage\">No result was recorded.</div>"),
         }
         out.push_str("</div></div>");
@@ -414,46 +440,9 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
-/// The approval outcome a result reports, if any.
-fn approval_note(r: &ToolResultMessage, text: &str) -> Option<String> {
-    if let Some(a) = r.details.as_ref().and_then(|d| d.get("approval")) {
-        let decision = a
-            .get("decision")
-            .or_else(|| a.get("status"))
-            .and_then(Value::as_str)
-            .unwrap_or("decided");
-        let note = a.get("note").and_then(Value::as_str);
-        return Some(match note {
-            Some(n) => format!("Approval: {decision} — “{n}”"),
-            None => format!("Approval: {decision}"),
-        });
-    }
-    let patterns = [
-        ("The user declined this", "declined"),
-        ("The user did not answer in time", "expired"),
-        ("waited for approval", "cancelled while waiting"),
-        ("Held for approval as draft", "held as a draft"),
-        ("is still undecided", "undecided"),
-        ("The approval check failed", "check failed"),
-        (
-            "The user sent a message instead of answering",
-            "superseded by a message",
-        ),
-    ];
-    patterns
-        .iter()
-        .find(|(p, _)| text.contains(p))
-        .map(|(_, what)| {
-            let note = text
-                .split_once("Their note: ")
-                .or_else(|| text.split_once("Their message: "))
-                .map(|(_, n)| format!(" — “{}”", n.trim()))
-                .unwrap_or_default();
-            format!("Approval: {what}{note}")
-        })
-}
-
-fn tool_output(out: &mut String, r: &ToolResultMessage) {
+/// The result of a call; `guess_approval`: say what approval outcome the
+/// result text reports (no `approval` entry tells it).
+fn tool_output(out: &mut String, r: &ToolResultMessage, guess_approval: bool) {
     let text: String = r
         .content
         .iter()
@@ -463,7 +452,7 @@ fn tool_output(out: &mut String, r: &ToolResultMessage) {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    if let Some(note) = approval_note(r, &text) {
+    if guess_approval && let Some(note) = approval::from_result(r, &text) {
         out.push_str(&format!(
             "<div class=\"approval\">⚖ {}</div>",
             escape(&note)

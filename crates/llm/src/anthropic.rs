@@ -16,6 +16,7 @@ mod stream;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{Dialect, ProviderSpec};
+use crate::spec_endpoint::{SpecEndpoint, Wiring};
 use crate::{ModelRequest, ModelStream, Provider, Result, http};
 
 pub use request::build_request_body;
@@ -25,48 +26,46 @@ pub const API: &str = "anthropic-messages";
 /// The `anthropic-version` header sent by default.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
+const WIRING: Wiring = Wiring {
+    dialect: Dialect::AnthropicMessages,
+    auth: http::Auth::Header("x-api-key"),
+    defaults: &[("anthropic-version", ANTHROPIC_VERSION)],
+    label: "anthropic messages",
+};
+
 /// An Anthropic Messages server.
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
-    spec: ProviderSpec,
-    endpoint: http::SseEndpoint,
+    inner: SpecEndpoint,
 }
 
 impl AnthropicProvider {
     /// A provider with its own HTTP client (rustls, `connect_timeout`).
     /// `spec.dialect` is ignored: this is the Messages dialect.
     pub fn new(spec: ProviderSpec) -> Result<Self> {
-        let client = http::build_client(spec.connect_timeout)?;
-        AnthropicProvider::with_client(spec, client)
+        SpecEndpoint::new(spec, &WIRING).map(|inner| AnthropicProvider { inner })
     }
 
     /// A provider on a shared client (see [`crate::build_client`]). Fails if
     /// an extra header or the key is not a valid header value.
-    pub fn with_client(mut spec: ProviderSpec, client: reqwest::Client) -> Result<Self> {
-        spec.dialect = Dialect::AnthropicMessages;
-        let endpoint = crate::provider::sse_endpoint(
-            &spec,
-            client,
-            http::Auth::Header("x-api-key"),
-            &[("anthropic-version", ANTHROPIC_VERSION)],
-        )?;
-        Ok(AnthropicProvider { spec, endpoint })
+    pub fn with_client(spec: ProviderSpec, client: reqwest::Client) -> Result<Self> {
+        SpecEndpoint::with_client(spec, client, &WIRING).map(|inner| AnthropicProvider { inner })
     }
 
     pub fn spec(&self) -> &ProviderSpec {
-        &self.spec
+        &self.inner.spec
     }
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint.url
+        &self.inner.endpoint.url
     }
 }
 
 #[async_trait::async_trait]
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
-        &self.spec.name
+        &self.inner.spec.name
     }
 
     fn api(&self) -> &str {
@@ -78,15 +77,8 @@ impl Provider for AnthropicProvider {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelStream> {
-        let body = build_request_body(&request, &self.spec.name);
-        tracing::debug!(
-            provider = %self.spec.name,
-            model = %request.model,
-            messages = request.messages.len(),
-            tools = request.tools.len(),
-            "anthropic messages request"
-        );
-        let decoder = stream::MessagesDecoder::new(&self.endpoint.url);
-        self.endpoint.stream(&body, decoder, cancel).await
+        let body = build_request_body(&request, &self.inner.spec.name);
+        let decoder = stream::MessagesDecoder::new(self.endpoint());
+        self.inner.stream(&request, &body, decoder, cancel).await
     }
 }

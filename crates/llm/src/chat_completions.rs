@@ -157,7 +157,7 @@ impl Provider for ChatCompletionsProvider {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelStream> {
-        let body = build_request_body(&request, &self.config);
+        let body = request::request_body(&request, &self.config);
         tracing::debug!(
             provider = %self.config.name,
             model = %request.model,

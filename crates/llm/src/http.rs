@@ -119,9 +119,9 @@ pub(crate) struct SseEndpoint {
 
 impl SseEndpoint {
     /// POSTs `body` as JSON and streams the SSE answer through `decoder`.
-    pub(crate) async fn stream<D: SseDecoder>(
+    pub(crate) async fn stream<D: SseDecoder, B: serde::Serialize + Sync + ?Sized>(
         &self,
-        body: &Value,
+        body: &B,
         decoder: D,
         cancel: CancellationToken,
     ) -> Result<ModelStream> {

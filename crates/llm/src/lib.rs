@@ -9,8 +9,9 @@
 //! Dialects: [`chat_completions`] (`openai-completions`), [`responses`]
 //! (`openai-responses`), [`anthropic`] (`anthropic-messages`), and
 //! [`local`] (`local`: a GGUF model in-process, feature `local`); the shared
-//! plumbing (headers, send, SSE pump) is in the private `http` module and
-//! the shared history rules in `history`. [`provider`] turns a configured
+//! plumbing (headers, send, SSE pump) is in the private `http` module,
+//! what the providers built straight from a spec share in `spec_endpoint`,
+//! and the shared history rules in `history`. [`provider`] turns a configured
 //! [`ProviderSpec`] into a [`Provider`] ([`build_provider`]); [`catalog`]
 //! knows models (limits, thinking levels, prices) and clamps thinking
 //! levels ([`effective_thinking`]). Retrying is the caller's job:
@@ -32,7 +33,10 @@ mod http;
 pub mod local;
 pub mod provider;
 pub mod responses;
+mod spec_endpoint;
 pub mod sse;
+#[cfg(test)]
+mod stream_test_support;
 
 use std::pin::Pin;
 

@@ -15,6 +15,7 @@ mod stream;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{Dialect, ProviderSpec};
+use crate::spec_endpoint::{SpecEndpoint, Wiring};
 use crate::{ModelRequest, ModelStream, Provider, Result, http};
 
 pub use request::build_request_body;
@@ -22,43 +23,46 @@ pub use request::build_request_body;
 /// The wire dialect name reported by [`Provider::api`].
 pub const API: &str = "openai-responses";
 
+const WIRING: Wiring = Wiring {
+    dialect: Dialect::OpenAiResponses,
+    auth: http::Auth::Bearer,
+    defaults: &[],
+    label: "responses",
+};
+
 /// An OpenAI Responses server.
 #[derive(Debug, Clone)]
 pub struct ResponsesProvider {
-    spec: ProviderSpec,
-    endpoint: http::SseEndpoint,
+    inner: SpecEndpoint,
 }
 
 impl ResponsesProvider {
     /// A provider with its own HTTP client (rustls, `connect_timeout`).
     /// `spec.dialect` is ignored: this is the Responses dialect.
     pub fn new(spec: ProviderSpec) -> Result<Self> {
-        let client = http::build_client(spec.connect_timeout)?;
-        ResponsesProvider::with_client(spec, client)
+        SpecEndpoint::new(spec, &WIRING).map(|inner| ResponsesProvider { inner })
     }
 
     /// A provider on a shared client (see [`crate::build_client`]). Fails if
     /// an extra header or the key is not a valid header value.
-    pub fn with_client(mut spec: ProviderSpec, client: reqwest::Client) -> Result<Self> {
-        spec.dialect = Dialect::OpenAiResponses;
-        let endpoint = crate::provider::sse_endpoint(&spec, client, http::Auth::Bearer, &[])?;
-        Ok(ResponsesProvider { spec, endpoint })
+    pub fn with_client(spec: ProviderSpec, client: reqwest::Client) -> Result<Self> {
+        SpecEndpoint::with_client(spec, client, &WIRING).map(|inner| ResponsesProvider { inner })
     }
 
     pub fn spec(&self) -> &ProviderSpec {
-        &self.spec
+        &self.inner.spec
     }
 
     /// The URL requests are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint.url
+        &self.inner.endpoint.url
     }
 }
 
 #[async_trait::async_trait]
 impl Provider for ResponsesProvider {
     fn name(&self) -> &str {
-        &self.spec.name
+        &self.inner.spec.name
     }
 
     fn api(&self) -> &str {
@@ -70,15 +74,8 @@ impl Provider for ResponsesProvider {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelStream> {
-        let body = build_request_body(&request, &self.spec.name);
-        tracing::debug!(
-            provider = %self.spec.name,
-            model = %request.model,
-            messages = request.messages.len(),
-            tools = request.tools.len(),
-            "responses request"
-        );
-        let decoder = stream::ResponsesDecoder::new(&self.endpoint.url);
-        self.endpoint.stream(&body, decoder, cancel).await
+        let body = build_request_body(&request, &self.inner.spec.name);
+        let decoder = stream::ResponsesDecoder::new(self.endpoint());
+        self.inner.stream(&request, &body, decoder, cancel).await
     }
 }

@@ -327,4 +327,54 @@ mod model {
             .expect("not a chat model");
         assert!(err.message.contains("not a chat model"), "{err}");
     }
+
+    /// The error of the first request to a provider for `spec`.
+    async fn first_error(spec: LocalSpec) -> keel_llm::Error {
+        let provider = LocalProvider::new("local", spec).unwrap();
+        provider
+            .stream(
+                request(vec![user("hi")], vec![], 4),
+                CancellationToken::new(),
+            )
+            .await
+            .err()
+            .expect("an error")
+    }
+
+    #[tokio::test]
+    async fn a_truncated_gguf_is_a_clear_error_not_a_crash() {
+        let Some(path) = small_model() else { return };
+        // The header and part of the tensors: what an interrupted copy leaves.
+        let bytes = std::fs::read(&path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cut = dir.path().join("cut.gguf");
+        std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+        let err = first_error(spec(cut.clone())).await;
+        assert!(err.message.contains("could not load"), "{err}");
+        assert!(err.message.contains("keel models pull"), "{err}");
+        assert!(err.message.contains(&*cut.to_string_lossy()), "{err}");
+        // Only the header: the same.
+        let stub = dir.path().join("stub.gguf");
+        std::fs::write(&stub, &bytes[..64]).unwrap();
+        let err = first_error(spec(stub)).await;
+        assert!(err.message.contains("could not load"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_context_the_model_or_the_memory_cannot_hold_is_a_clear_error() {
+        let Some(path) = small_model() else { return };
+        // Far beyond what the model was trained for (and than RAM holds):
+        // refused before llama.cpp allocates anything.
+        let err = first_error(LocalSpec {
+            context_size: 4_000_000,
+            ..spec(path)
+        })
+        .await;
+        assert!(
+            err.message.contains("larger than this model supports")
+                || err.message.contains("out of memory"),
+            "{err}"
+        );
+        assert!(err.message.contains("context_size"), "{err}");
+    }
 }

@@ -11,13 +11,20 @@
 //! Compacting the conversation shows as `auto_compaction_start` …
 //! `auto_compaction_end` (inside a run when automatic, outside any run when
 //! asked for).
+//! When the agent is about to stop while the session's todo list still has
+//! unfinished tasks (and the session reminds), `todo_reminder` announces one
+//! more turn that asks the model to finish them; when it stops with every
+//! task done, `todo_auto_clear` says the list was emptied. Both come before
+//! the run's `agent_end`.
 //!
 //! Wire shape: `{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hel"}}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{CompactionReason, CompactionResult, ContentBlock, Message, ThinkingLevel, ToolResult};
+use crate::{
+    CompactionReason, CompactionResult, ContentBlock, Message, ThinkingLevel, TodoTask, ToolResult,
+};
 
 /// A streaming change to the assistant message being produced.
 /// `contentIndex` is the index of the block in the assistant message's `content`.
@@ -223,6 +230,20 @@ pub enum AgentEvent {
         )]
         error_message: Option<String>,
     },
+    /// The agent was about to stop with unfinished todos (`todos`: the
+    /// pending and in-progress tasks, in list order). A reminder goes to the
+    /// model as a user message and the run continues with another turn.
+    /// `attempt` counts the reminders of this run from 1; no more than
+    /// `maxAttempts` are sent, after which the run stops as usual.
+    TodoReminder {
+        todos: Vec<TodoTask>,
+        attempt: u32,
+        #[serde(rename = "maxAttempts")]
+        max_attempts: u32,
+    },
+    /// The agent stopped with every task of the todo list completed or
+    /// cancelled: the list was emptied (`get_state.todoPhases` is `[]`).
+    TodoAutoClear,
 }
 
 impl AgentEvent {
@@ -247,6 +268,8 @@ impl AgentEvent {
             AgentEvent::AutoRetryEnd { .. } => "auto_retry_end",
             AgentEvent::AutoCompactionStart { .. } => "auto_compaction_start",
             AgentEvent::AutoCompactionEnd { .. } => "auto_compaction_end",
+            AgentEvent::TodoReminder { .. } => "todo_reminder",
+            AgentEvent::TodoAutoClear => "todo_auto_clear",
         }
     }
 }
@@ -309,5 +332,31 @@ mod tests {
             json!({"type":"auto_retry_end","success":true,"attempt":1})
         );
         assert_eq!(end.type_name(), "auto_retry_end");
+    }
+
+    #[test]
+    fn todo_events_use_the_spec_shapes() {
+        let reminder = AgentEvent::TodoReminder {
+            todos: vec![TodoTask {
+                id: Some("task-1".into()),
+                content: "Map the tool surface".into(),
+                status: crate::TodoStatus::InProgress,
+            }],
+            attempt: 1,
+            max_attempts: 3,
+        };
+        let v = serde_json::to_value(&reminder).unwrap();
+        assert_eq!(
+            v,
+            json!({"type":"todo_reminder","todos":[{"id":"task-1",
+                   "content":"Map the tool surface","status":"in_progress"}],
+                   "attempt":1,"maxAttempts":3})
+        );
+        assert_eq!(reminder.type_name(), v["type"]);
+        let clear = serde_json::to_value(AgentEvent::TodoAutoClear).unwrap();
+        assert_eq!(clear, json!({"type":"todo_auto_clear"}));
+        assert_eq!(AgentEvent::TodoAutoClear.type_name(), clear["type"]);
+        let back: AgentEvent = serde_json::from_value(v).unwrap();
+        assert_eq!(back, reminder);
     }
 }

@@ -46,18 +46,20 @@ impl<'de, T: TagFirst> Visitor<'de> for TagFirstVisitor<T> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
-        let Some(first) = map.next_key::<String>()? else {
+        // Keys and tags are borrowed from the input when it allows it (no
+        // escapes): no allocation for either on the common path.
+        let Some(first) = map.next_key::<Str<'de>>()? else {
             return Err(de::Error::missing_field(T::TAG));
         };
-        if first == T::TAG {
-            let tag: String = map.next_value()?;
-            return match T::variant(&tag, MapAccessDeserializer::new(map)) {
+        if first.as_str() == T::TAG {
+            let tag: Str<'de> = map.next_value()?;
+            return match T::variant(tag.as_str(), MapAccessDeserializer::new(map)) {
                 Some(result) => result,
-                None => Err(de::Error::unknown_variant(&tag, T::VARIANTS)),
+                None => Err(de::Error::unknown_variant(tag.as_str(), T::VARIANTS)),
             };
         }
         let mut object = Map::new();
-        object.insert(first, map.next_value::<Value>()?);
+        object.insert(first.into_owned(), map.next_value::<Value>()?);
         while let Some((key, value)) = map.next_entry::<String, Value>()? {
             object.insert(key, value);
         }
@@ -72,6 +74,57 @@ impl<'de, T: TagFirst> Visitor<'de> for TagFirstVisitor<T> {
             Some(result) => result.map_err(de::Error::custom),
             None => Err(de::Error::unknown_variant(&tag, T::VARIANTS)),
         }
+    }
+}
+
+/// A string read from the input: borrowed when the input holds it as is,
+/// owned when it had to be unescaped (or the input is not borrowable).
+enum Str<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Str<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Str::Borrowed(s) => s,
+            Str::Owned(s) => s,
+        }
+    }
+
+    fn into_owned(self) -> String {
+        match self {
+            Str::Borrowed(s) => s.to_owned(),
+            Str::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> de::Deserialize<'de> for Str<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(StrVisitor)
+    }
+}
+
+struct StrVisitor;
+
+impl<'de> Visitor<'de> for StrVisitor {
+    type Value = Str<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Str<'de>, E> {
+        Ok(Str::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Str<'de>, E> {
+        Ok(Str::Owned(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Str<'de>, E> {
+        Ok(Str::Owned(v))
     }
 }
 

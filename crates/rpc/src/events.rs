@@ -64,7 +64,9 @@ pub(crate) fn inner_event(event: &AgentEvent) -> (&'static str, InnerEvent<'_>) 
         | AgentEvent::AutoRetryStart { .. }
         | AgentEvent::AutoRetryEnd { .. }
         | AgentEvent::AutoCompactionStart { .. }
-        | AgentEvent::AutoCompactionEnd { .. } => InnerEvent::Plain(event),
+        | AgentEvent::AutoCompactionEnd { .. }
+        | AgentEvent::TodoReminder { .. }
+        | AgentEvent::TodoAutoClear => InnerEvent::Plain(event),
     };
     (event.type_name(), inner)
 }

@@ -42,5 +42,7 @@ pub use server::{RpcOptions, serve};
 pub const PROTOCOL_VERSION: u32 = 2;
 /// Capacity of the queue of commands waiting for the command worker.
 pub const COMMAND_QUEUE_CAPACITY: usize = 256;
+/// Capacity of the queue of flush requests to a session's event pump.
+pub const PUMP_FLUSH_CAPACITY: usize = 8;
 /// Capacity of the per-call channel carrying a host's replies to one request.
 pub const HOST_REPLY_CAPACITY: usize = 64;

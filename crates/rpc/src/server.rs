@@ -6,7 +6,8 @@
 //! responses) to their brokers at once, so they are never stuck behind a
 //! command; everything else goes, in input order, to the command worker,
 //! which answers one command at a time (`bash` runs in the background). Each
-//! session's events are written by a pump task. At end of input, pending
+//! session's events are written by a pump task; a setter's response waits
+//! until the events it caused are written. At end of input, pending
 //! host requests are rejected, queued commands are answered, a running run
 //! is aborted, the session is flushed and closed, and `serve` returns.
 //! Handlers live in [`crate::handlers`]; this module does not implement
@@ -22,7 +23,7 @@ use keel_protocol::{AgentEvent, Op, ThinkingLevel};
 use keel_tools::Tool;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +41,17 @@ use crate::methods::Dispatch;
 use crate::ui::Ui;
 use crate::unattended::{Guarded, Unattended};
 use crate::wire_errors::{self, PARSE_COMMAND, WireError};
-use crate::{COMMAND_QUEUE_CAPACITY, Error, PROTOCOL_VERSION, Result};
+use crate::{COMMAND_QUEUE_CAPACITY, Error, PROTOCOL_VERSION, PUMP_FLUSH_CAPACITY, Result};
+
+/// Commands whose events (`model_changed`, `thinking_level_changed`,
+/// `session_info_changed`) are written before their response, as pi does.
+const EVENTS_BEFORE_RESPONSE: &[&str] = &[
+    "set_model",
+    "cycle_model",
+    "set_thinking_level",
+    "cycle_thinking_level",
+    "set_session_name",
+];
 
 /// How RPC mode behaves.
 #[derive(Debug, Clone)]
@@ -184,6 +195,8 @@ pub(crate) struct Active {
     pub base_tools: Vec<Arc<dyn Tool>>,
     /// Count of `agent_end` frames written.
     pub runs: watch::Receiver<u64>,
+    /// Asks the pump to write the events already emitted, then answers.
+    flushes: mpsc::Sender<oneshot::Sender<()>>,
 }
 
 /// The command worker's state.
@@ -258,6 +271,8 @@ where
     let (mut frames, reader) = spawn_reader(input, options.max_frame_bytes, cancel.clone());
     let (jobs_tx, mut jobs_rx) = mpsc::channel::<Job>(COMMAND_QUEUE_CAPACITY);
     let worker = tokio::spawn(async move {
+        // A turn of the opened session cut off by a crash goes on first.
+        server.resume_interrupted().await;
         while let Some(job) = jobs_rx.recv().await {
             server.run_job(job).await;
         }
@@ -327,7 +342,7 @@ async fn route_reply(reply: Reply, brokers: &Brokers) {
 }
 
 /// Wires an opened session into RPC mode: host URI routing on its file
-/// tools, the host's tools, and a pump writing its events.
+/// tools, the host's tools, todo reminders, and a pump writing its events.
 fn install(
     opened: OpenedSession,
     out: &Out,
@@ -355,6 +370,9 @@ fn install(
         }));
     }
     handle.set_tools(brokers.session_tools(&base_tools));
+    // The protocol's todo behaviour: reminders while tasks are unfinished,
+    // the list cleared once they are all done.
+    handle.set_todo_policy(keel_core::TodoPolicy::REMIND);
     let style = if options.flat_events {
         EventStyle::Flat
     } else {
@@ -362,13 +380,18 @@ fn install(
     };
     let framer = EventFramer::new(style, &handle.snapshot().session_id, seqs);
     let (runs_tx, runs) = watch::channel(0u64);
+    let (flushes, flush_rx) = mpsc::channel(PUMP_FLUSH_CAPACITY);
     let pump = tokio::spawn(pump(
         events,
-        framer,
-        out.clone(),
-        runs_tx,
-        handle.clone(),
-        brokers.unattended.clone(),
+        flush_rx,
+        Pump {
+            framer,
+            out: out.clone(),
+            runs: runs_tx,
+            handle: handle.clone(),
+            unattended: brokers.unattended.clone(),
+            aborted: false,
+        },
     ));
     Active {
         handle,
@@ -377,35 +400,65 @@ fn install(
         closer,
         base_tools,
         runs,
+        flushes,
     }
 }
 
-/// Writes a session's events; in unattended mode it also counts model
-/// usage and aborts the run once the budget is used up.
-async fn pump(
-    mut events: mpsc::Receiver<AgentEvent>,
+/// What the pump writes with and keeps between events.
+struct Pump {
     framer: EventFramer,
     out: Out,
     runs: watch::Sender<u64>,
     handle: SessionHandle,
     unattended: Arc<Unattended>,
+    /// The run was aborted for its budget (once per run).
+    aborted: bool,
+}
+
+/// Writes a session's events; in unattended mode it also counts model
+/// usage and aborts the run once the budget is used up. A flush request
+/// is answered once the events emitted before it are written.
+async fn pump(
+    mut events: mpsc::Receiver<AgentEvent>,
+    mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
+    mut p: Pump,
 ) {
-    let mut aborted = false;
-    while let Some(event) = events.recv().await {
-        out.send(&framer.frame(&event)).await;
+    loop {
+        tokio::select! {
+            biased;
+            Some(done) = flushes.recv() => {
+                // Only what is queued now: a streaming run cannot hold the
+                // response back for long.
+                for _ in 0..events.len() {
+                    let Ok(event) = events.try_recv() else { break };
+                    p.write(event).await;
+                }
+                let _ = done.send(());
+            }
+            event = events.recv() => match event {
+                Some(event) => p.write(event).await,
+                None => break,
+            },
+        }
+    }
+}
+
+impl Pump {
+    async fn write(&mut self, event: AgentEvent) {
+        self.out.send(&self.framer.frame(&event)).await;
         let over_budget = match &event {
             AgentEvent::MessageEnd {
                 message: keel_protocol::Message::Assistant(a),
-            } => unattended.record_usage(&a.usage),
-            _ => unattended.time_left() == Some(Duration::ZERO),
+            } => self.unattended.record_usage(&a.usage),
+            _ => self.unattended.time_left() == Some(Duration::ZERO),
         };
-        if over_budget && !aborted && handle.snapshot().is_streaming {
-            aborted = true;
-            let _ = handle.submit(Op::Abort).await;
+        if over_budget && !self.aborted && self.handle.snapshot().is_streaming {
+            self.aborted = true;
+            let _ = self.handle.submit(Op::Abort).await;
         }
         if matches!(event, AgentEvent::AgentEnd { .. }) {
-            aborted = false;
-            runs.send_modify(|n| *n += 1);
+            self.aborted = false;
+            self.runs.send_modify(|n| *n += 1);
         }
     }
 }
@@ -436,12 +489,23 @@ impl Server {
                         self.dispatch(id.as_ref(), name, command).await
                     }
                 };
+                if EVENTS_BEFORE_RESPONSE.contains(&name) {
+                    self.flush_events().await;
+                }
                 match answer {
                     Answer::Data(data) => self.out.respond_ok(id.as_ref(), name, data).await,
                     Answer::Failed(e) => self.out.respond_err(id.as_ref(), name, &e).await,
                     Answer::Sent => {}
                 }
             }
+        }
+    }
+
+    /// Waits until the events the session emitted so far are written.
+    async fn flush_events(&self) {
+        let (done, written) = oneshot::channel();
+        if self.active.flushes.send(done).await.is_ok() {
+            let _ = written.await;
         }
     }
 

@@ -9,7 +9,9 @@
 //! tokens, cost and wall time against the budget (`budget_exhausted`; the
 //! running run is aborted when the budget runs out mid-run). Each decision
 //! is one line in `audit.jsonl` in RPC mode's state directory (and a log
-//! event). It does not know how commands or tools work.
+//! event). Whether a `bash` call is `bash.readonly` is the approvals shell
+//! analyser's verdict (class read). It does not know how commands or tools
+//! work.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -72,16 +74,6 @@ const ACTIONS: &[&str] = &[
     "host_uri.write",
     "ask_host",
 ];
-
-/// Programs whose use `bash.readonly` allows (with no redirection,
-/// command chaining or substitution anywhere in the command).
-const READONLY_PROGRAMS: &[&str] = &[
-    "ls", "cat", "head", "tail", "wc", "grep", "rg", "find", "pwd", "echo", "stat", "file", "du",
-    "df", "tree", "which", "sort", "uniq", "cut", "basename", "dirname", "realpath", "date",
-    "true", "diff",
-];
-
-const READONLY_GIT: &[&str] = &["status", "log", "diff", "show", "rev-parse", "ls-files"];
 
 /// The budget of an unattended run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -195,29 +187,16 @@ fn scope_of(command: &str) -> Option<&'static str> {
         .map(|(s, _)| *s)
 }
 
-/// Whether a shell command only reads (conservatively: when in doubt, no).
+/// Whether a shell command only reads: exactly when the approvals shell
+/// analyser (tree-sitter-bash; every simple command, redirect, env prefix
+/// and substitution judged) classes the whole line as read and understood
+/// all of it. Anything it cannot see through (`$(…)`, `bash -c`, `eval`,
+/// variables as programs, parse errors) is at least send, so not read.
 pub(crate) fn bash_is_readonly(command: &str) -> bool {
-    if command.chars().any(|c| {
-        matches!(
-            c,
-            '>' | '<' | ';' | '&' | '`' | '$' | '(' | ')' | '\n' | '{' | '}' | '\\'
-        )
-    }) {
-        return false;
-    }
-    command.split('|').all(|segment| {
-        let words: Vec<&str> = segment.split_whitespace().collect();
-        match words.as_slice() {
-            [] => false,
-            ["git", sub, ..] => READONLY_GIT.contains(sub),
-            ["find", rest @ ..] => !rest.iter().any(|w| {
-                matches!(*w, "-exec" | "-execdir" | "-delete" | "-ok" | "-okdir")
-                    || w.starts_with("-fprint")
-                    || *w == "-fls"
-            }),
-            [program, ..] => READONLY_PROGRAMS.contains(program),
-        }
-    })
+    let analysis = keel_core::keel_approvals::analyze(command);
+    analysis.class == keel_core::keel_approvals::Class::Read
+        && analysis.understood
+        && !analysis.commands.is_empty()
 }
 
 /// One audit line.
@@ -621,26 +600,61 @@ mod tests {
     }
 
     #[test]
-    fn readonly_bash_is_conservative() {
+    fn readonly_bash_is_what_the_analyser_calls_read() {
         for ok in [
             "ls -la",
             "git status",
             "grep -rn foo src | head -5",
             "find . -name '*.rs'",
+            "cat Cargo.toml && wc -l README.md",
+            "echo hi > /dev/null",
         ] {
             assert!(bash_is_readonly(ok), "{ok}");
         }
+    }
+
+    #[test]
+    fn readonly_bash_refuses_bypass_attempts() {
         for no in [
+            "",
+            "   ",
             "rm -rf x",
-            "echo hi > f",
+            "ls && rm -rf x",
+            "ls || rm -rf x",
             "ls; rm x",
+            "ls\nrm x",
+            "ls | xargs rm",
+            "echo hi > f",
+            "cat < f >> g",
+            "ls 2> err.txt",
             "cat $(which sh)",
+            "echo `rm -rf x`",
+            "ls $(touch pwned)",
+            "bash -c 'rm -rf x'",
+            "sh -c ls",
+            "eval 'rm -rf x'",
+            "env rm -rf x",
+            "PATH=/tmp ls",
+            "LD_PRELOAD=/tmp/x.so ls",
+            "GIT_DIR=/tmp/x git status",
+            "$CMD",
+            "x=rm; $x -rf y",
             "find . -delete",
+            "find . -exec rm {} +",
             "git push",
+            "git -c core.pager=sh status",
             "sed -i s/a/b/ f",
+            "tee out.txt",
             "ls && touch x",
+            "(cd /; rm -rf x)",
+            "{ ls; rm x; }",
+            "if true; then rm x; fi",
+            "for f in *; do rm $f; done",
+            "python3 -c 'import os'",
+            "xargs -a list rm",
+            "ls 'unterminated",
         ] {
-            assert!(!bash_is_readonly(no), "{no}");
+            assert!(!bash_is_readonly(no), "{no:?} must not be bash.readonly");
         }
     }
 

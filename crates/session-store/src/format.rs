@@ -30,6 +30,22 @@
 //! from>","fromId":"<the leaf left>"}`) records that the session went back
 //! to an earlier point, so a reload continues there.
 //!
+//! An `approval` entry records how a tool call was let through or stopped,
+//! written when that was decided (between the assistant message that made
+//! the call and the call's result):
+//!
+//! ```json
+//! {"type":"approval","id":"…","parentId":"…","timestamp":"…","toolCallId":"call_4","toolName":"bash","approvalId":"apr_…","class":"money","title":"keel wants to run `git push --force`","decision":"declined","decidedBy":"user","note":"not on main"}
+//! ```
+//!
+//! `decision` is one of `approved` (a person allowed it once), `always` (a
+//! person allowed it and saved a rule), `rule` (an always-allow rule let it
+//! run; `ruleIds` names them), `declined`, `expired`, `cancelled`,
+//! `drafted` (parked for later, unattended) or `denied` (refused without a
+//! person, e.g. the check failed; `note` says why). `approvalId`, `class`,
+//! `title`, `decidedBy`, `note` and `ruleIds` are present only when known.
+//! It is not a message: the model never sees it.
+//!
 //! A `compaction` entry replaces, in the context sent to the model, every
 //! message on its branch before `firstKeptEntryId` with its `summary` (see
 //! [`crate::tree`]); the messages stay in the file.
@@ -56,7 +72,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub(crate) const HEADER_TYPE: &str = "session";
 
 /// Entry `type`s this version understands (plus the header's).
-const KNOWN_TYPES: [&str; 7] = [
+const KNOWN_TYPES: [&str; 8] = [
     HEADER_TYPE,
     "message",
     "model_change",
@@ -64,6 +80,7 @@ const KNOWN_TYPES: [&str; 7] = [
     "session_info",
     "compaction",
     "branch",
+    "approval",
 ];
 
 /// Line 1 of a session file, serialised with `"type":"session"` (checked on
@@ -138,9 +155,92 @@ pub struct Entry {
     pub body: EntryBody,
 }
 
+/// How a tool call's approval ended, as an `approval` entry records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// A person allowed it once.
+    Approved,
+    /// A person allowed it and saved an always-allow rule.
+    Always,
+    /// An always-allow rule let it run without asking.
+    Rule,
+    /// A person declined it (`note`: why).
+    Declined,
+    /// Nobody answered in time; it did not run.
+    Expired,
+    /// The run was aborted while it waited; it did not run.
+    Cancelled,
+    /// Parked as a draft for a person to send later; it did not run.
+    Drafted,
+    /// Refused without a person (the check failed, the host refused it).
+    Denied,
+    /// A decision this version does not know (written by a newer keel).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ApprovalDecision {
+    /// The wire name (`approved`, `always`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalDecision::Approved => "approved",
+            ApprovalDecision::Always => "always",
+            ApprovalDecision::Rule => "rule",
+            ApprovalDecision::Declined => "declined",
+            ApprovalDecision::Expired => "expired",
+            ApprovalDecision::Cancelled => "cancelled",
+            ApprovalDecision::Drafted => "drafted",
+            ApprovalDecision::Denied => "denied",
+            ApprovalDecision::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the call was let through.
+    pub fn ran(self) -> bool {
+        match self {
+            ApprovalDecision::Approved | ApprovalDecision::Always | ApprovalDecision::Rule => true,
+            ApprovalDecision::Declined
+            | ApprovalDecision::Expired
+            | ApprovalDecision::Cancelled
+            | ApprovalDecision::Drafted
+            | ApprovalDecision::Denied
+            | ApprovalDecision::Unknown => false,
+        }
+    }
+}
+
+/// The fields of an `approval` entry: how one tool call was decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalEntry {
+    /// The call, as the assistant message names it.
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// The stored approval request, when one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// `read`, `write`, `send` or `money`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// What the person was asked ("keel wants to run `…`").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub decision: ApprovalDecision,
+    /// Who decided (`user`, `abort`, a client's name, `rule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The decliner's note, or why it was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The always-allow rules that let it run, or the rule "always" saved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rule_ids: Vec<String>,
+}
+
 /// What an entry records. Serialised flattened into the entry, tagged by
 /// `type` (`message`, `model_change`, `thinking_level_change`, `session_info`,
-/// `compaction`).
+/// `compaction`, `branch`, `approval`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -183,6 +283,9 @@ pub enum EntryBody {
         #[serde(default)]
         from_id: Option<String>,
     },
+    /// How a tool call's approval ended (not a message: the model never
+    /// sees it).
+    Approval(ApprovalEntry),
 }
 
 impl EntryBody {
@@ -195,6 +298,7 @@ impl EntryBody {
             EntryBody::SessionInfo { .. } => "session_info",
             EntryBody::Compaction { .. } => "compaction",
             EntryBody::Branch { .. } => "branch",
+            EntryBody::Approval(_) => "approval",
         }
     }
 }
@@ -251,6 +355,13 @@ enum EntryRef<'a> {
         timestamp: &'a str,
         from_id: Option<&'a str>,
     },
+    Approval {
+        id: &'a str,
+        parent_id: Option<&'a str>,
+        timestamp: &'a str,
+        #[serde(flatten)]
+        approval: &'a ApprovalEntry,
+    },
 }
 
 impl Serialize for Entry {
@@ -305,6 +416,12 @@ impl Serialize for Entry {
                 parent_id,
                 timestamp,
                 from_id: from_id.as_deref(),
+            },
+            EntryBody::Approval(approval) => EntryRef::Approval {
+                id,
+                parent_id,
+                timestamp,
+                approval,
             },
         };
         repr.serialize(serializer)
@@ -545,6 +662,28 @@ mod tests {
                 tokens_after: None,
                 details: None,
             },
+            EntryBody::Approval(ApprovalEntry {
+                tool_call_id: "call_1".into(),
+                tool_name: "bash".into(),
+                approval_id: Some("apr_1".into()),
+                class: Some("send".into()),
+                title: Some("keel wants to run `git push`".into()),
+                decision: ApprovalDecision::Declined,
+                decided_by: Some("user".into()),
+                note: Some("not today".into()),
+                rule_ids: Vec::new(),
+            }),
+            EntryBody::Approval(ApprovalEntry {
+                tool_call_id: "call_2".into(),
+                tool_name: "write".into(),
+                approval_id: None,
+                class: None,
+                title: None,
+                decision: ApprovalDecision::Rule,
+                decided_by: Some("rule".into()),
+                note: None,
+                rule_ids: vec!["rule_1".into()],
+            }),
         ];
         for body in bodies {
             let entry = Entry {
@@ -561,6 +700,45 @@ mod tests {
             };
             assert_eq!(parsed, entry);
         }
+    }
+
+    #[test]
+    fn an_approval_line_has_the_documented_shape() {
+        let entry = Entry {
+            id: "0a1b2c3d".into(),
+            parent_id: Some("00000000".into()),
+            timestamp: "t".into(),
+            body: EntryBody::Approval(ApprovalEntry {
+                tool_call_id: "call_4".into(),
+                tool_name: "bash".into(),
+                approval_id: Some("apr_1".into()),
+                class: Some("money".into()),
+                title: None,
+                decision: ApprovalDecision::Always,
+                decided_by: Some("user".into()),
+                note: None,
+                rule_ids: vec!["r1".into()],
+            }),
+        };
+        let line = serde_json::to_string(&entry).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"approval","id":"0a1b2c3d","parentId":"00000000","timestamp":"t","toolCallId":"call_4","toolName":"bash","approvalId":"apr_1","class":"money","decision":"always","decidedBy":"user","ruleIds":["r1"]}"#
+        );
+        // A decision from a newer keel still loads.
+        let newer = br#"{"type":"approval","id":"a","parentId":null,"timestamp":"t","toolCallId":"c","toolName":"x","decision":"vetoed_by_committee"}"#;
+        let ParsedLine::Entry(parsed) = parse_entry_line(newer).unwrap() else {
+            panic!("not an entry")
+        };
+        assert!(matches!(
+            parsed.body,
+            EntryBody::Approval(ApprovalEntry {
+                decision: ApprovalDecision::Unknown,
+                ..
+            })
+        ));
+        // A known type with a bad shape is still an error.
+        assert!(parse_entry_line(br#"{"type":"approval","id":"a","timestamp":"t"}"#).is_err());
     }
 
     #[test]

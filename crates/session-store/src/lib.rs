@@ -35,7 +35,10 @@ mod writer;
 mod testutil;
 
 pub use error::{Error, Result};
-pub use format::{Entry, EntryBody, FORMAT_VERSION, SessionHeader, random_entry_id};
+pub use format::{
+    ApprovalDecision, ApprovalEntry, Entry, EntryBody, FORMAT_VERSION, SessionHeader,
+    random_entry_id,
+};
 pub use load::{LoadedSession, load};
 pub use store::{FIRST_MESSAGE_MAX_CHARS, SessionStore, SessionSummary};
 pub use tree::{

@@ -1,27 +1,26 @@
-//! Loading one session file: streaming parse, crash-tail recovery, the entry
-//! tree and its active branch, and reopening a loaded file for appending.
+//! Loading one session file: parse (in `read`), crash-tail recovery, the
+//! entry tree and its active branch, and reopening a loaded file for
+//! appending (or handing its entries to a [`SessionTree`] without a copy).
 //!
 //! This module owns [`load`] and [`LoadedSession`]. It knows the line format
 //! only through `format`; it must not know about directories or listing
 //! (`store`), how the writer task batches (`writer`), or any wire protocol.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::OpenOptions;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use keel_protocol::{Message, ThinkingLevel};
 
 use crate::error::{Error, Result};
-use crate::format::{
-    Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line,
-    parse_header_line,
-};
+use crate::format::{Entry, EntryBody, SessionHeader, parse_header_line};
 use crate::tree::SessionTree;
 use crate::writer::{self, SessionWriter};
 
-/// Read buffer size for streaming a session file.
-const READ_BUFFER_BYTES: usize = 256 * 1024;
+mod read;
+
+use read::load_blocking;
 
 /// A session file read into memory.
 #[derive(Debug, Clone)]
@@ -34,6 +33,9 @@ pub struct LoadedSession {
     pub leaf_id: Option<String>,
     /// The last line was cut mid-write (or otherwise malformed) and was ignored.
     pub recovered_tail: bool,
+    /// Entry id → its position in `entries` (with duplicate ids: the later
+    /// entry).
+    index: HashMap<String, usize>,
     /// Entries of unknown types: id → parentId, so the tree stays linked
     /// through them.
     skipped: HashMap<String, Option<String>>,
@@ -100,172 +102,40 @@ pub(crate) fn read_header(
     Ok((header, n as u64))
 }
 
-fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
-    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-    let file_len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
-    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, file);
-    let mut buf = Vec::with_capacity(4096);
-
-    let (header, header_len) = read_header(&path, &mut reader, &mut buf)?;
-    if header.version > FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path,
-            version: header.version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    let mut needs_newline = buf.last() != Some(&b'\n');
-    let mut offset = header_len;
-    let mut valid_len = header_len;
-    let mut line_no = 1usize;
-
-    let mut entries = Vec::new();
-    let mut skipped = HashMap::new();
-    let mut seen_ids = HashSet::new();
-    let mut has_duplicate_ids = false;
-    let mut leaf_id = None;
-    let mut warned_kinds = HashSet::new();
-    // A malformed line is only an error once a later line proves it was not
-    // the last one.
-    let mut pending: Option<(usize, String)> = None;
-
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Error::io(&path, e))?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        offset += n as u64;
-        let line = trim_line_end(&buf);
-        if is_blank(line) {
-            if pending.is_none() {
-                valid_len = offset;
-            }
-            continue;
-        }
-        if let Some((line, message)) = pending.take() {
-            return Err(Error::Corrupt {
-                path,
-                line,
-                message,
-            });
-        }
-        match parse_entry_line(line) {
-            Ok(ParsedLine::Entry(entry)) => {
-                if !seen_ids.insert(entry.id.clone()) {
-                    has_duplicate_ids = true;
-                    tracing::warn!(
-                        path = %path.display(),
-                        line = line_no,
-                        id = %entry.id,
-                        "duplicate session entry id; the later entry wins"
-                    );
-                }
-                leaf_id = Some(entry.id.clone());
-                entries.push(entry);
-            }
-            Ok(ParsedLine::Unknown {
-                kind,
-                id,
-                parent_id,
-            }) => {
-                if warned_kinds.insert(kind.clone()) {
-                    tracing::warn!(
-                        path = %path.display(),
-                        line = line_no,
-                        kind = %kind,
-                        "skipping session entries of unknown type"
-                    );
-                }
-                if let Some(id) = id {
-                    seen_ids.insert(id.clone());
-                    leaf_id = Some(id.clone());
-                    skipped.insert(id, parent_id);
-                }
-            }
-            Err(message) => {
-                pending = Some((line_no, message));
-                continue;
-            }
-        }
-        valid_len = offset;
-        needs_newline = buf.last() != Some(&b'\n');
-    }
-
-    let recovered_tail = pending.is_some();
-    if let Some((line, message)) = &pending {
-        tracing::warn!(
-            path = %path.display(),
-            line,
-            error = %message,
-            "ignoring a malformed last line (write cut by a crash?)"
-        );
-        needs_newline = false;
-    }
-    Ok(LoadedSession {
-        path,
-        header,
-        entries,
-        leaf_id,
-        recovered_tail,
-        skipped,
-        has_duplicate_ids,
-        valid_len,
-        file_len,
-        needs_newline,
-    })
-}
-
 impl LoadedSession {
     /// The entry with this id.
     pub fn entry(&self, id: &str) -> Option<&Entry> {
-        self.entries.iter().rev().find(|e| e.id == id)
+        self.index.get(id).map(|i| &self.entries[*i])
     }
 
     /// The active branch: the chain from a root to `leaf_id`, in order.
     ///
     /// Most files are linear (each entry follows the one before it), so the
     /// walk first tries the entry just before the current one in the file
-    /// and builds an id index only when a link points elsewhere. With
+    /// and looks the id up only when a link points elsewhere. With
     /// duplicate ids the index decides (the later entry wins).
     pub fn branch(&self) -> Vec<&Entry> {
-        let mut index: Option<HashMap<&str, &Entry>> = None;
         let limit = self.entries.len() + self.skipped.len();
         let mut chain = Vec::with_capacity(self.entries.len());
         let mut steps = 0usize;
         let mut current = self.leaf_id.as_deref();
         // Where the entry `current` names probably is.
-        let mut guess = if self.has_duplicate_ids {
-            None
-        } else {
-            self.entries.len().checked_sub(1)
-        };
+        let mut guess = self.entries.len().checked_sub(1);
         while let Some(id) = current {
             if steps > limit {
                 tracing::warn!(path = %self.path.display(), "cycle in session entry tree");
                 break;
             }
             steps += 1;
-            let found = match guess.and_then(|i| self.entries.get(i).map(|e| (i, e))) {
-                Some((i, entry)) if entry.id == id => Some((Some(i), entry)),
-                _ => index
-                    .get_or_insert_with(|| {
-                        self.entries.iter().map(|e| (e.id.as_str(), e)).collect()
-                    })
-                    .get(id)
-                    .map(|entry| (None, *entry)),
+            let at = match guess.and_then(|i| self.entries.get(i).map(|e| (i, e))) {
+                Some((i, entry)) if !self.has_duplicate_ids && entry.id == id => Some(i),
+                _ => self.index.get(id).copied(),
             };
-            if let Some((at, entry)) = found {
+            if let Some(i) = at {
+                let entry = &self.entries[i];
                 chain.push(entry);
                 current = entry.parent_id.as_deref();
-                guess = if self.has_duplicate_ids {
-                    None
-                } else {
-                    at.and_then(|i| i.checked_sub(1))
-                };
+                guess = i.checked_sub(1);
             } else if let Some(parent) = self.skipped.get(id) {
                 current = parent.as_deref();
             } else {
@@ -296,8 +166,9 @@ impl LoadedSession {
 
     /// The entries in memory, as a tree (a copy).
     pub fn tree(&self) -> SessionTree {
-        SessionTree::new(
+        SessionTree::indexed(
             self.entries.clone(),
+            self.index.clone(),
             self.skipped.clone(),
             self.leaf_id.clone(),
         )
@@ -338,15 +209,69 @@ impl LoadedSession {
     /// then a writer starts whose leaf is `leaf_id`. Fails with
     /// [`Error::Modified`] if the file changed on disk since it was loaded.
     pub async fn into_writer(self) -> Result<SessionWriter> {
-        let mut ids: HashSet<String> = self.entries.into_iter().map(|e| e.id).collect();
+        let mut ids: HashSet<String> = self.index.into_keys().collect();
         ids.extend(self.skipped.into_keys());
-        let path = self.path;
-        let (recovered, valid_len, file_len, needs_newline) = (
-            self.recovered_tail,
-            self.valid_len,
-            self.file_len,
-            self.needs_newline,
-        );
+        Reopen {
+            path: self.path,
+            session_id: self.header.id,
+            leaf_id: self.leaf_id,
+            recovered: self.recovered_tail,
+            valid_len: self.valid_len,
+            file_len: self.file_len,
+            needs_newline: self.needs_newline,
+        }
+        .writer(ids)
+        .await
+    }
+
+    /// Resuming: the entries as a tree (moved, not copied) and the file
+    /// reopened for appending as [`into_writer`](Self::into_writer) does.
+    /// Read what else is needed ([`name`](Self::name),
+    /// [`last_model`](Self::last_model)) before.
+    pub async fn into_tree_and_writer(self) -> Result<(SessionTree, SessionWriter)> {
+        let mut ids: HashSet<String> =
+            HashSet::with_capacity(self.index.len() + self.skipped.len());
+        ids.extend(self.index.keys().cloned());
+        ids.extend(self.skipped.keys().cloned());
+        let reopen = Reopen {
+            path: self.path,
+            session_id: self.header.id,
+            leaf_id: self.leaf_id.clone(),
+            recovered: self.recovered_tail,
+            valid_len: self.valid_len,
+            file_len: self.file_len,
+            needs_newline: self.needs_newline,
+        };
+        let writer = reopen.writer(ids).await?;
+        let tree = SessionTree::indexed(self.entries, self.index, self.skipped, self.leaf_id);
+        Ok((tree, writer))
+    }
+}
+
+/// What reopening a loaded file for appending needs to know about it.
+struct Reopen {
+    path: PathBuf,
+    session_id: String,
+    leaf_id: Option<String>,
+    recovered: bool,
+    valid_len: u64,
+    file_len: u64,
+    needs_newline: bool,
+}
+
+impl Reopen {
+    /// Opens the file for appending (repairing its tail first) and starts
+    /// its writer, which knows `ids`.
+    async fn writer(self, ids: HashSet<String>) -> Result<SessionWriter> {
+        let Reopen {
+            path,
+            session_id,
+            leaf_id,
+            recovered,
+            valid_len,
+            file_len,
+            needs_newline,
+        } = self;
         let open_path = path.clone();
         let file = crate::blocking(&path, move || {
             let io = |e| Error::io(&open_path, e);
@@ -370,13 +295,14 @@ impl LoadedSession {
             Ok(file)
         })
         .await?;
-        Ok(writer::spawn(file, path, self.header.id, self.leaf_id, ids))
+        Ok(writer::spawn(file, path, session_id, leaf_id, ids))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::FORMAT_VERSION;
     use crate::testutil::{assistant, msg, temp_store, text_of, tool_result, user, within};
     use std::fs;
 
@@ -745,6 +671,71 @@ mod tests {
             text_of(loaded.messages().last().unwrap()),
             format!("answer {}", count - 1)
         );
+    }
+
+    /// A file big enough that its second half is parsed on another thread:
+    /// `count` linked entries, one line each.
+    fn big_lines(count: usize) -> Vec<String> {
+        let filler = "x".repeat(200);
+        let mut parent: Option<String> = None;
+        (0..count)
+            .map(|i| {
+                let id = format!("{i:08x}");
+                let line = raw_entry(&id, parent.as_deref(), &format!("{i} {filler}"));
+                parent = Some(id);
+                line
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_corrupt_line_in_the_second_half_of_a_big_file_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut lines = big_lines(8000);
+        assert!(lines.iter().map(String::len).sum::<usize>() > 2 * read::PARALLEL_MIN_BYTES);
+        lines[6000] = r#"{"type":"message","id":"#.to_owned();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        write_raw(&path, &refs, "\n");
+        match load_blocking(path.clone()) {
+            // Line 1 is the header.
+            Err(Error::Corrupt { line, .. }) => assert_eq!(line, 6002),
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
+
+        // The same line last is a cut write: recovered, everything before kept.
+        lines.truncate(6001);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        write_raw(&path, &refs, "\n");
+        let loaded = load_blocking(path).unwrap();
+        assert!(loaded.recovered_tail);
+        assert_eq!(loaded.entries.len(), 6000);
+        assert_eq!(loaded.leaf_id.as_deref(), Some("0000176f"));
+        assert_eq!(loaded.branch().len(), 6000);
+    }
+
+    #[tokio::test]
+    async fn resuming_moves_the_entries_into_a_tree_and_reopens_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let lines = big_lines(6000);
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        write_raw(&path, &refs, "\n");
+        let loaded = within(load(&path)).await.unwrap();
+        let messages = loaded.messages();
+        let (tree, writer) = within(loaded.into_tree_and_writer()).await.unwrap();
+        assert_eq!(tree.entries().len(), 6000);
+        assert_eq!(tree.leaf(), Some("0000176f"));
+        assert_eq!(tree.context().messages, messages);
+        assert!(tree.get("00000000").is_some());
+        // The writer knows every id and continues from the leaf.
+        assert!(writer.contains("00000abc"));
+        let next = within(writer.append(msg(user("more")))).await.unwrap();
+        assert_eq!(next.parent_id.as_deref(), Some("0000176f"));
+        within(writer.close()).await.unwrap();
+        let reloaded = within(load(&path)).await.unwrap();
+        assert_eq!(reloaded.entries.len(), 6001);
+        assert_eq!(text_of(reloaded.messages().last().unwrap()), "more");
     }
 
     #[test]

@@ -152,6 +152,22 @@ impl SessionTree {
         }
     }
 
+    /// A tree of `entries` whose id index is already built (`index`: id →
+    /// position in `entries`, the later entry for a duplicate id).
+    pub(crate) fn indexed(
+        entries: Vec<Entry>,
+        index: HashMap<String, usize>,
+        skipped: HashMap<String, Option<String>>,
+        leaf: Option<String>,
+    ) -> Self {
+        Self {
+            entries,
+            index,
+            skipped,
+            leaf,
+        }
+    }
+
     /// Every entry, in the order they were added.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
@@ -215,21 +231,33 @@ impl SessionTree {
     }
 
     /// The chain from a root to `id`, in order.
+    ///
+    /// Most trees are linear (each entry follows the one before it), so the
+    /// walk first tries the entry just before the current one and looks
+    /// the id up only when a link points elsewhere (or ids repeat).
     pub fn branch_to(&self, id: Option<&str>) -> Vec<&Entry> {
         let limit = self.entries.len() + self.skipped.len();
         let mut chain = Vec::new();
         let mut steps = 0usize;
         let mut current = id;
+        let mut guess: Option<usize> = None;
         while let Some(id) = current {
             if steps > limit {
                 tracing::warn!("cycle in session entry tree");
                 break;
             }
             steps += 1;
-            if let Some(i) = self.index.get(id) {
-                let entry = &self.entries[*i];
+            // The guess holds only if the index agrees (it names the later
+            // of two entries with one id).
+            let at = match guess.and_then(|i| self.entries.get(i).map(|e| (i, e))) {
+                Some((i, e)) if e.id == id && self.index.len() == self.entries.len() => Some(i),
+                _ => self.index.get(id).copied(),
+            };
+            if let Some(i) = at {
+                let entry = &self.entries[i];
                 chain.push(entry);
                 current = entry.parent_id.as_deref();
+                guess = i.checked_sub(1);
             } else if let Some(parent) = self.skipped.get(id) {
                 current = parent.as_deref();
             } else {
@@ -343,6 +371,46 @@ mod tests {
                 "two".into(),
                 "three".into(),
                 "four".into()
+            ]
+        );
+    }
+
+    #[test]
+    fn an_approval_entry_links_the_tree_but_is_not_a_message() {
+        let approval = EntryBody::Approval(crate::ApprovalEntry {
+            tool_call_id: "c".into(),
+            tool_name: "bash".into(),
+            approval_id: Some("apr_1".into()),
+            class: Some("send".into()),
+            title: None,
+            decision: crate::ApprovalDecision::Approved,
+            decided_by: Some("user".into()),
+            note: None,
+            rule_ids: Vec::new(),
+        });
+        let entries = vec![
+            entry("u1", None, msg(user("run it"))),
+            entry("a1", Some("u1"), msg(assistant("calling"))),
+            entry("p1", Some("a1"), approval),
+            entry("t1", Some("p1"), msg(tool_result("done"))),
+            entry("c1", Some("t1"), compaction("a1", "S")),
+        ];
+        let tree = SessionTree::new(entries, HashMap::new(), Some("t1".into()));
+        let ctx = tree.context();
+        let texts: Vec<String> = ctx.messages.iter().map(text_of).collect();
+        assert_eq!(texts, ["run it", "calling", "done"]);
+        assert_eq!(ctx.entry_ids, ["u1", "a1", "t1"]);
+        assert_eq!(tree.branch().len(), 4);
+        // Compacted, the approval stays in the file but not in the context.
+        let mut tree = tree;
+        tree.set_leaf(Some("c1".into()));
+        let texts: Vec<String> = tree.context().messages.iter().map(text_of).collect();
+        assert_eq!(
+            texts,
+            [
+                format!("{SUMMARY_PREFIX}S{SUMMARY_SUFFIX}"),
+                "calling".into(),
+                "done".into()
             ]
         );
     }

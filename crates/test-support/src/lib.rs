@@ -9,6 +9,7 @@
 //! so it can catch a provider that speaks them wrong).
 //!
 //! [`process`] runs the real `keel` binary with timeouts ([`KeelCommand`]).
+//! [`postgres`] starts a throwaway PostgreSQL server ([`PostgresServer`]).
 //!
 //! Dialects, one module each, all served by the same server from the same
 //! FIFO script (whatever the path): [`chat_completions`] (OpenAI Chat
@@ -23,6 +24,7 @@
 
 pub mod anthropic;
 pub mod chat_completions;
+pub mod postgres;
 pub mod process;
 mod response;
 pub mod responses;
@@ -30,6 +32,7 @@ mod server;
 mod wait;
 
 pub use chat_completions::*;
+pub use postgres::PostgresServer;
 pub use process::{KeelChild, KeelCommand, KeelOutput};
 pub use response::{MockResponse, SseEvent, sse_from_text};
 pub use server::{CapturedRequest, MockModelServer};

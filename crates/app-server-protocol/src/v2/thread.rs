@@ -87,9 +87,13 @@ pub type ThreadStartResponse = ThreadSessionResponse;
 pub type ThreadResumeResponse = ThreadSessionResponse;
 pub type ThreadForkResponse = ThreadSessionResponse;
 
+// The thread settings `thread/start`, `thread/resume` and `thread/fork`
+// all accept, flattened into each: the wire shape (and the JSON Schema) is
+// that of Codex. Not a doc comment: schemars would copy it onto the
+// structs that flatten it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ThreadStartParams {
+pub struct ThreadOverrides {
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(default)]
@@ -99,15 +103,22 @@ pub struct ThreadStartParams {
     #[serde(default)]
     pub approval_policy: Option<AskForApproval>,
     #[serde(default)]
-    pub approvals_reviewer: Option<String>,
-    #[serde(default)]
     pub sandbox: Option<SandboxMode>,
-    #[serde(default)]
-    pub config: Option<Map<String, Value>>,
     #[serde(default)]
     pub base_instructions: Option<String>,
     #[serde(default)]
     pub developer_instructions: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadStartParams {
+    #[serde(flatten)]
+    pub overrides: ThreadOverrides,
+    #[serde(default)]
+    pub approvals_reviewer: Option<String>,
+    #[serde(default)]
+    pub config: Option<Map<String, Value>>,
     #[serde(default)]
     pub ephemeral: Option<bool>,
     #[serde(default)]
@@ -122,24 +133,12 @@ pub struct ThreadStartParams {
 #[serde(rename_all = "camelCase")]
 pub struct ThreadResumeParams {
     pub thread_id: String,
-    #[serde(default)]
-    pub cwd: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    pub model_provider: Option<String>,
-    #[serde(default)]
-    pub approval_policy: Option<AskForApproval>,
+    #[serde(flatten)]
+    pub overrides: ThreadOverrides,
     #[serde(default)]
     pub approvals_reviewer: Option<String>,
     #[serde(default)]
-    pub sandbox: Option<SandboxMode>,
-    #[serde(default)]
     pub config: Option<Map<String, Value>>,
-    #[serde(default)]
-    pub base_instructions: Option<String>,
-    #[serde(default)]
-    pub developer_instructions: Option<String>,
     #[serde(default)]
     pub exclude_turns: bool,
 }
@@ -154,20 +153,8 @@ pub struct ThreadForkParams {
     pub path: Option<String>,
     #[serde(default)]
     pub last_turn_id: Option<String>,
-    #[serde(default)]
-    pub cwd: Option<String>,
-    #[serde(default)]
-    pub model: Option<String>,
-    #[serde(default)]
-    pub model_provider: Option<String>,
-    #[serde(default)]
-    pub approval_policy: Option<AskForApproval>,
-    #[serde(default)]
-    pub sandbox: Option<SandboxMode>,
-    #[serde(default)]
-    pub base_instructions: Option<String>,
-    #[serde(default)]
-    pub developer_instructions: Option<String>,
+    #[serde(flatten)]
+    pub overrides: ThreadOverrides,
     #[serde(default)]
     pub ephemeral: bool,
     #[serde(default)]

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use keel_app_server_protocol::v2::{
     AskForApproval, DeprecationNoticeNotification, EmptyResponse, ServerNotification,
     SortDirection, Thread, ThreadForkParams, ThreadIdParams, ThreadListParams, ThreadListResponse,
-    ThreadLoadedListParams, ThreadLoadedListResponse, ThreadReadParams, ThreadReadResponse,
-    ThreadResumeParams, ThreadSessionResponse, ThreadSetNameParams, ThreadStartParams,
-    ThreadStartedNotification, ThreadTurnsListParams, ThreadTurnsListResponse,
+    ThreadLoadedListParams, ThreadLoadedListResponse, ThreadOverrides, ThreadReadParams,
+    ThreadReadResponse, ThreadResumeParams, ThreadSessionResponse, ThreadSetNameParams,
+    ThreadStartParams, ThreadStartedNotification, ThreadTurnsListParams, ThreadTurnsListResponse,
     ThreadUnsubscribeResponse, ThreadUnsubscribeStatus, Turn,
 };
 use keel_protocol::Op;
@@ -61,19 +61,28 @@ pub fn loaded_turns(thread: &LoadedThread) -> Vec<Turn> {
     turns_of(&thread.id, &thread.handle.messages(), &cwd)
 }
 
-pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, RpcError> {
-    check_policy(ctx, p.approval_policy.as_ref())?;
-    let opts = OpenOptions {
-        cwd: p.cwd.map(PathBuf::from),
-        model: p.model,
-        model_provider: p.model_provider,
-        approval_policy: p.approval_policy,
-        sandbox: p.sandbox,
-        base_instructions: p.base_instructions,
-        developer_instructions: p.developer_instructions,
-        ephemeral: p.ephemeral.unwrap_or(false),
+/// How to open a thread: a request's overrides, checked.
+fn open_options(
+    ctx: &RequestCtx,
+    o: ThreadOverrides,
+    ephemeral: bool,
+) -> Result<OpenOptions, RpcError> {
+    check_policy(ctx, o.approval_policy.as_ref())?;
+    Ok(OpenOptions {
+        cwd: o.cwd.map(PathBuf::from),
+        model: o.model,
+        model_provider: o.model_provider,
+        approval_policy: o.approval_policy,
+        sandbox: o.sandbox,
+        base_instructions: o.base_instructions,
+        developer_instructions: o.developer_instructions,
+        ephemeral,
         originator: Some(ctx.conn.caps().client_name),
-    };
+    })
+}
+
+pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, RpcError> {
+    let opts = open_options(ctx, p.overrides, p.ephemeral.unwrap_or(false))?;
     let thread = sessions::start_thread(&ctx.runtime, opts).await?;
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
     let response = session_response(ctx, &thread, Vec::new());
@@ -89,7 +98,8 @@ pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, 
 }
 
 pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply, RpcError> {
-    check_policy(ctx, p.approval_policy.as_ref())?;
+    let policy = p.overrides.approval_policy.clone();
+    let opts = open_options(ctx, p.overrides, false)?;
     if ctx.runtime.thread(&p.thread_id).is_none()
         && crate::metadata::load(&ctx.runtime.config.home, &p.thread_id)
             .await
@@ -100,19 +110,8 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
             p.thread_id
         )));
     }
-    let opts = OpenOptions {
-        cwd: p.cwd.map(PathBuf::from),
-        model: p.model.clone(),
-        model_provider: p.model_provider.clone(),
-        approval_policy: p.approval_policy.clone(),
-        sandbox: p.sandbox,
-        base_instructions: p.base_instructions,
-        developer_instructions: p.developer_instructions,
-        ephemeral: false,
-        originator: Some(ctx.conn.caps().client_name),
-    };
     let thread = sessions::resume_thread(&ctx.runtime, &p.thread_id, opts).await?;
-    if let Some(policy) = p.approval_policy {
+    if let Some(policy) = policy {
         thread.state().approval_policy = policy;
     }
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
@@ -131,18 +130,7 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
 /// with the source's history through `lastTurnId`; announced with
 /// `thread/started`.
 pub async fn fork(ctx: &mut RequestCtx, p: ThreadForkParams) -> Result<Reply, RpcError> {
-    check_policy(ctx, p.approval_policy.as_ref())?;
-    let opts = OpenOptions {
-        cwd: p.cwd.map(PathBuf::from),
-        model: p.model,
-        model_provider: p.model_provider,
-        approval_policy: p.approval_policy,
-        sandbox: p.sandbox,
-        base_instructions: p.base_instructions,
-        developer_instructions: p.developer_instructions,
-        ephemeral: p.ephemeral,
-        originator: Some(ctx.conn.caps().client_name),
-    };
+    let opts = open_options(ctx, p.overrides, p.ephemeral)?;
     let thread = sessions::fork_thread(
         &ctx.runtime,
         &p.thread_id,
@@ -182,11 +170,18 @@ pub async fn compact_start(ctx: &mut RequestCtx, p: ThreadIdParams) -> Result<Re
     }
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
     let handle = thread.handle.clone();
+    // The compaction starts once the response is queued, so the response
+    // always comes before the compaction turn's notifications.
+    let (queued_tx, queued_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
+        if queued_rx.await.is_err() {
+            return;
+        }
         if let Err(e) = handle.compact(None).await {
             tracing::info!(error = %e, "thread/compact/start: the compaction did not complete");
         }
     });
+    ctx.after.push(After::Signal(queued_tx));
     ok(&EmptyResponse {})
 }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use keel_app_server_protocol::v2::{
-    EmptyResponse, ServerNotification, Turn, TurnInterruptParams, TurnItemsView, TurnStartParams,
+    ServerNotification, Turn, TurnInterruptParams, TurnItemsView, TurnStartParams,
     TurnStartResponse, TurnStatus, TurnSteerParams, TurnSteerResponse, UserInput,
     WarningNotification,
 };
@@ -211,6 +211,7 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
                     ready: Some(ready_rx),
                     interrupted: false,
                     waiting_on_approval: 0,
+                    interrupt_requests: Vec::new(),
                 });
                 Ok(id)
             }
@@ -286,13 +287,27 @@ pub async fn interrupt(ctx: &mut RequestCtx, p: TurnInterruptParams) -> Result<R
             )));
         }
         active.interrupted = true;
+        active
+            .interrupt_requests
+            .push((ctx.conn.id, ctx.id.clone()));
     }
-    thread
-        .handle
-        .submit(Op::Abort)
-        .await
-        .map_err(RpcError::internal)?;
-    ok(&EmptyResponse {})
+    // Answered by the event pump when the turn has ended, before
+    // `turn/completed` (see `ActiveTurn::interrupt_requests`).
+    if let Err(e) = thread.handle.submit(Op::Abort).await {
+        let unanswered = {
+            let mut s = thread.state();
+            s.active.as_mut().is_some_and(|t| {
+                let before = t.interrupt_requests.len();
+                t.interrupt_requests
+                    .retain(|(conn, id)| (*conn, id) != (ctx.conn.id, &ctx.id));
+                t.interrupt_requests.len() < before
+            })
+        };
+        if unanswered {
+            return Err(RpcError::internal(e));
+        }
+    }
+    Ok(Reply::Later)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! [`ApprovalEngine::evaluate`] (read → rule → mode → held, else auto),
 //! picking up the row of a call announced again after a restart (still
 //! pending: held again; decided meanwhile: the decision is honoured once; an
-//! approved call whose run was cut off: "may or may not have happened"), and
+//! approved call whose run was cut off: "may or may not have happened"),
+//! [`ApprovalEngine::row_for_call`] for a turn resumed after a restart, and
 //! [`ApprovalEngine::gate`], which checks and waits in one step. It must not
 //! know about the agent loop.
 
@@ -284,6 +285,19 @@ impl ApprovalEngine {
         )
         .await?;
         Ok(allow_auto())
+    }
+
+    /// The stored request of `call` (same session, call id, tool and
+    /// arguments, workspace), if any: what a turn resumed after a restart
+    /// looks at before it decides whether the call may run again.
+    pub async fn row_for_call(&self, call: &CallContext) -> Result<Option<ApprovalRecord>> {
+        let digest = digest(&call.tool_name, &call.args);
+        Ok(self
+            .inner
+            .store
+            .latest_for_call(&call.session_id, &call.call_id)
+            .await?
+            .filter(|row| row.digest == digest && row.workspace == call.workspace))
     }
 
     /// A call announced again that already has a row. `None`: treat it as

@@ -34,7 +34,7 @@ use crate::mode::Mode;
 use crate::rules::{self, Lifetime, NewRule, Rule, RuleScope};
 use crate::store::{
     ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, NewAudit, RequestFilter,
-    SqliteStore, Status,
+    SqliteStore, Status, StoreLocation,
 };
 
 pub use drafts::DraftOutcome;
@@ -258,6 +258,28 @@ impl ApprovalEngine {
     ) -> Result<Self> {
         let store = SqliteStore::open(path.as_ref().to_path_buf()).await?;
         Ok(Self::new(Arc::new(store), clock, config))
+    }
+
+    /// An engine over the store at `location`.
+    pub async fn open_at(
+        location: &StoreLocation,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Result<Self> {
+        Ok(Self::new(location.open().await?, clock, config))
+    }
+
+    /// An engine over the configured store of the keel home `home`
+    /// ([`StoreLocation::for_home`]: `KEEL_APPROVALS_DATABASE_URL`, else
+    /// `[approvals] store` in `config.toml`, else `home/keel.db`). Every
+    /// keel process opens its approvals through here, so they agree. An
+    /// error names the store (a password hidden).
+    pub async fn open_home(
+        home: &Path,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+    ) -> Result<Self> {
+        Self::open_at(&StoreLocation::for_home(home)?, clock, config).await
     }
 
     pub fn store(&self) -> &Arc<dyn ApprovalStore> {

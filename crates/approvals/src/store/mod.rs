@@ -4,10 +4,13 @@
 //! [`ApprovalStore`] trait every backend implements: insert a request before
 //! anyone hears of it, decide it by compare-and-swap on (id, revision),
 //! consume and finish it exactly once, list rules and modes, append audit
-//! lines. [`SqliteStore`] is the embedded backend; a PostgreSQL backend can
-//! implement the same trait. It must not know about classes' meaning, modes'
+//! lines. [`SqliteStore`] is the embedded backend, [`PostgresStore`] the
+//! server one; [`StoreLocation`] picks between them. It must not know about classes' meaning, modes'
 //! effect, waiting, or the agent loop.
 
+mod location;
+mod pg_schema;
+mod postgres;
 mod schema;
 mod sqlite;
 
@@ -26,6 +29,8 @@ use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::rules::{AlwaysOffer, Rule};
 
+pub use location::{DEFAULT_SQLITE_FILE, STORE_ENV, StoreLocation};
+pub use postgres::{PostgresStore, redact_dsn};
 pub use sqlite::SqliteStore;
 
 macro_rules! string_enum {

@@ -1,6 +1,7 @@
 //! The store suite. Each check takes any [`ApprovalStore`], so another
 //! backend (PostgreSQL) can run the same checks; the tests below run them on
-//! SQLite files in temp dirs.
+//! SQLite files in temp dirs and on a real PostgreSQL server started by the
+//! tests (`keel_test_support::PostgresServer`).
 
 use std::sync::Arc;
 
@@ -344,4 +345,130 @@ fn string_enums_round_trip() {
         assert_eq!(a.to_string().parse::<ApprovedBy>().unwrap(), a);
     }
     assert!("maybe".parse::<Status>().is_err());
+}
+
+// ----- the same suite on a real PostgreSQL server -----
+
+/// A fresh database on a throwaway server (or `KEEL_TEST_POSTGRES_URL`),
+/// or `None` when this machine has no PostgreSQL (outside CI).
+async fn postgres() -> Option<(keel_test_support::PostgresServer, String)> {
+    let server = keel_test_support::PostgresServer::start().await?;
+    let url = server.database().await;
+    Some((server, url))
+}
+
+#[tokio::test]
+async fn postgres_runs_the_store_suite() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let store = PostgresStore::open(&url).await.unwrap();
+    requests_round_trip(&store).await;
+    decisions_are_compare_and_swap(&store).await;
+    rules_modes_and_audit(&store).await;
+    let mut draft = request("d1", "s-drafts", "c1", 1);
+    draft.delivery = Delivery::Draft;
+    store.insert_request(draft).await.unwrap();
+    assert!(store.has_unreported_drafts("s-drafts").await.unwrap());
+    assert!(!store.has_unreported_drafts("s1-none").await.unwrap());
+    store.mark_reported(&["d1".to_owned()], 5).await.unwrap();
+    assert!(!store.has_unreported_drafts("s-drafts").await.unwrap());
+
+    // Rows outlive the connection; opening again does not migrate twice.
+    drop(store);
+    let again = PostgresStore::open(&url).await.unwrap();
+    assert_eq!(
+        again.get_request("a1").await.unwrap().unwrap().status,
+        Status::Pending
+    );
+    assert_eq!(again.get_mode("/ws").await.unwrap(), Some(Mode::MoneyOnly));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_only_one_of_many_racing_deciders_wins_across_connections() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    // Two stores opening a new database at once both migrate safely.
+    let (a, b) = tokio::join!(PostgresStore::open(&url), PostgresStore::open(&url));
+    let a: Arc<dyn ApprovalStore> = Arc::new(a.unwrap());
+    let b: Arc<dyn ApprovalStore> = Arc::new(b.unwrap());
+    a.insert_request(request("race", "s", "c", 1))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            store.decide("race", 0, approve(i)).await.unwrap().is_some()
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        if t.await.unwrap() {
+            wins += 1;
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(b.get_request("race").await.unwrap().unwrap().revision, 1);
+}
+
+#[tokio::test]
+async fn postgres_refuses_a_database_written_by_a_newer_keel() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    PostgresStore::open(&url).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute("UPDATE keel_approvals_schema SET version = version + 1")
+        .await
+        .unwrap();
+    let err = PostgresStore::open(&url).await.unwrap_err();
+    assert!(matches!(err, Error::SchemaTooNew { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn postgres_store_reconnects_after_the_server_dropped_it() {
+    let Some((_server, url)) = postgres().await else {
+        return;
+    };
+    let store = PostgresStore::open(&url).await.unwrap();
+    store
+        .insert_request(request("r1", "s", "c", 1))
+        .await
+        .unwrap();
+    // Another session ends every other connection to this database.
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await
+        .unwrap();
+    // The first call after that may fail with the closed connection; the
+    // store then opens a new one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match store.get_request("r1").await {
+            Ok(row) => {
+                assert_eq!(row.unwrap().id, "r1");
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never reconnected: {e}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
 }

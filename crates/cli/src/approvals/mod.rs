@@ -1,5 +1,6 @@
 //! `keel approvals …`: deciding held tool calls and managing modes and
-//! always-allow rules from the command line, on `$KEEL_HOME/keel.db`.
+//! always-allow rules from the command line, on the configured approvals
+//! store (`$KEEL_HOME/keel.db` by default).
 //!
 //! Owns the subcommands (`list`, `approve`/`send`, `decline`, `mode`,
 //! `rules`, `explain`), the `--approval-mode` value, and the terminal front
@@ -12,12 +13,13 @@ pub mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use keel_core::keel_approvals::{
-    ApprovalEngine, ApprovalRecord, AuditEntry, Decision, Delivery, Lifetime, Mode, PendingRequest,
-    RequestFilter, Rule, RuleScope, Status,
+    ApprovalEngine, ApprovalRecord, AuditEntry, Decision, Delivery, EngineConfig, Lifetime, Mode,
+    PendingRequest, RequestFilter, Rule, RuleScope, Status,
 };
 use keel_tools::{ToolContext, builtin_tools};
 use tokio_util::sync::CancellationToken;
@@ -114,10 +116,12 @@ pub enum RulesCommand {
 
 pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
     let home = home_dir(global)?;
-    let db = home.join("keel.db");
-    let engine = ApprovalEngine::open_sqlite(&db)
-        .await
-        .with_context(|| format!("cannot open {}", db.display()))?;
+    let engine = ApprovalEngine::open_home(
+        &home,
+        Arc::new(keel_core::keel_approvals::SystemClock),
+        EngineConfig::default(),
+    )
+    .await?;
     let cwd = match &args.workspace {
         Some(c) => std::path::absolute(c)?,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -246,10 +250,15 @@ fn print_rule(r: &Rule) {
         Lifetime::Permanent => "permanent".to_owned(),
         Lifetime::Session { session_id } => format!("session {session_id}"),
     };
+    let origin = match &r.created_from {
+        Some(request) => format!("from request {request}"),
+        None => "by hand".to_owned(),
+    };
     println!(
-        "{}  {}  ({life}; matched {} times{})",
+        "{}  {}  ({life}; created {} {origin}; matched {} times{})",
         r.id,
         r.label,
+        when(r.created_at),
         r.match_count,
         r.last_matched_at
             .map(|t| format!(", last {}", when(t)))

@@ -287,3 +287,29 @@ fn masks_secrets() {
     assert_eq!(mask_header("X-Team", "infra"), "infra");
     assert!(mask_header("x-api-key", "abcdefghijklmnop").starts_with("abcd…"));
 }
+
+#[test]
+fn the_approvals_store_is_read_and_shown_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "[approvals]\nstore = \"postgres://keel:hunter2@127.0.0.1:5432/keel\"\n",
+    );
+    let settings = Settings::load(&global(dir.path())).unwrap();
+    assert_eq!(
+        settings.file.approvals.store.as_deref(),
+        Some("postgres://keel:hunter2@127.0.0.1:5432/keel")
+    );
+    // The environment variable wins over the file; only check the file's
+    // line where the developer has not set it.
+    if std::env::var_os(keel_core::keel_approvals::STORE_ENV).is_none() {
+        let line = store_line(dir.path(), &settings.file.approvals);
+        assert_eq!(
+            line,
+            "approvals_store = \"postgres://keel:***@127.0.0.1:5432/keel\"  # postgres, from [approvals] store in config.toml"
+        );
+    }
+    write(dir.path(), "[approvals]\nstores = \"sqlite\"\n");
+    let err = Settings::load(&global(dir.path())).unwrap_err();
+    assert!(err.to_string().contains("stores"), "{err}");
+}

@@ -1,7 +1,8 @@
 //! `keel sessions show|export|rm`, `keel exec --fork-from`, and the HTML
 //! export of a fixture session with every entry type checked in a real
 //! headless Chromium by `scripts/html-export-check.py` (skipped, with a
-//! message, when Chromium or python3 is missing).
+//! message, when Chromium or python3 is missing — except under CI, where
+//! `CI` is set and a missing browser fails the test).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,6 +17,52 @@ fn fixture() -> PathBuf {
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Whether this runs under CI (`CI` set, as CI services do): checks that
+/// need a tool fail instead of skipping when it is missing.
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// A check that could not run: skipped locally, a failure under CI.
+fn skip_or_fail(why: &str) {
+    assert!(!under_ci(), "CI is set but {why}");
+    eprintln!("SKIP: {why}");
+}
+
+#[test]
+fn the_fixture_holds_every_entry_type() {
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let mut kinds: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["type"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "approval",
+            "branch",
+            "compaction",
+            "message",
+            "model_change",
+            "session",
+            "session_info",
+            "thinking_level_change"
+        ]
+    );
+    for role in [
+        "\"role\": \"user\"",
+        "\"role\": \"assistant\"",
+        "\"role\": \"toolResult\"",
+    ] {
+        assert!(text.contains(role), "no {role} message");
+    }
 }
 
 #[tokio::test]
@@ -41,7 +88,20 @@ async fn the_export_of_every_entry_type_renders_safely_in_chromium() {
     for needle in [
         "Context compacted",
         "Thinking",
-        "Approval: declined",
+        "Approval: declined: “open a PR instead”",
+        "Approval: approved by you",
+        "Approval: allowed by rule rule_0001",
+        "Went back to an earlier point",
+        // Header: model and token totals.
+        "<dt>Model</dt><dd>openai/gpt-4.1</dd>",
+        "<span class=\"pill\">input <b>10,800</b>",
+        "<span class=\"pill\">cost <b>$0.0441</b>",
+        // Markdown, highlighted code, thinking folded (closed).
+        "<table>",
+        "class=\"k\"",
+        "<details class=\"thinking\">",
+        // Entries the latest compaction summarised are marked.
+        "class=\"entry msg user compacted\"",
         "d-add",
         "more lines</summary>",
         "Another branch from here",
@@ -67,9 +127,9 @@ async fn the_export_of_every_entry_type_renders_safely_in_chromium() {
     let output = match tokio::time::timeout(Duration::from_secs(180), run).await {
         Ok(Ok(o)) => o,
         Ok(Err(e)) => {
-            eprintln!(
-                "SKIP: cannot run python3 ({e}); the HTML export was not checked in Chromium"
-            );
+            skip_or_fail(&format!(
+                "cannot run python3 ({e}); the HTML export was not checked in Chromium"
+            ));
             return;
         }
         Err(_) => panic!("the Chromium check did not finish within 180 s"),
@@ -77,7 +137,7 @@ async fn the_export_of_every_entry_type_renders_safely_in_chromium() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if output.status.code() == Some(77) {
-        eprintln!("{stdout}");
+        skip_or_fail(stdout.trim().trim_start_matches("SKIP: "));
         return;
     }
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");

@@ -2,12 +2,15 @@
 
 mod app_server;
 mod approvals;
+mod compaction_config;
+mod compaction_cycle;
 mod config;
 mod exec;
 mod exec_abort;
 mod html_export;
 mod providers;
 mod rpc;
+mod session_approvals;
 mod sessions;
 mod snapshots;
 

@@ -160,3 +160,94 @@ async fn no_session_saves_nothing() {
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(env.session_files().is_empty());
 }
+
+#[tokio::test]
+async fn a_name_is_the_title_and_the_first_user_message_the_default() {
+    let env = Env::new().await;
+    env.mock
+        .push_all([MockResponse::text("one"), MockResponse::text("two")]);
+    env.exec()
+        .arg("first   question\nwith two lines")
+        .run()
+        .await
+        .unwrap();
+    let mut rpc = env.rpc(&[]).await;
+    rpc.prompt_and_wait("second session").await;
+    rpc.ok(serde_json::json!({"type": "set_session_name", "name": "my <named> run"}))
+        .await;
+    let (out, _) = rpc.finish().await;
+    assert_eq!(out.code(), Some(0));
+
+    let out = env.keel().args(["sessions", "list"]).run().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    // Newest first: the named session, then the first message as title.
+    assert!(lines[0].ends_with("my <named> run"), "{}", out.stdout);
+    assert!(
+        lines[1].ends_with("first question with two lines"),
+        "{}",
+        out.stdout
+    );
+    let rows = env
+        .keel()
+        .args(["sessions", "list", "--json"])
+        .run()
+        .await
+        .unwrap()
+        .json_lines()
+        .unwrap();
+    assert_eq!(rows[0]["name"], "my <named> run");
+    assert_eq!(rows[0]["firstMessage"], "second session");
+    assert_eq!(rows[1]["name"], serde_json::Value::Null);
+
+    // The export's title is the name, escaped.
+    let id = rows[0]["id"].as_str().unwrap();
+    let export = env
+        .keel()
+        .args([
+            "sessions",
+            "export",
+            "--html",
+            "--session",
+            id,
+            "-o",
+            "n.html",
+        ])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(export.code(), Some(0), "{}", export.stderr);
+    let page = std::fs::read_to_string(env.ws().join("n.html")).unwrap();
+    assert!(page.contains("<title>my &lt;named&gt; run — keel session</title>"));
+}
+
+#[tokio::test]
+async fn stats_price_tokens_with_the_catalogue() {
+    let env = Env::new().await;
+    env.mock.push(MockResponse::text("priced"));
+    // gpt-4.1 costs $2 per million input tokens and $8 per million output.
+    let cmd = keel_test_support::KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+        .home(env.home.path())
+        .cwd(env.ws())
+        .args(["--mode", "rpc", "--base-url", &env.mock.base_url()])
+        .args(["--model", "gpt-4.1"]);
+    let mut rpc = super::rpc::Rpc::start(cmd).await;
+    rpc.prompt_and_wait("how much?").await;
+    let stats = rpc
+        .ok(serde_json::json!({"type": "get_session_stats"}))
+        .await;
+    assert_eq!(stats["tokens"]["input"], 10);
+    assert_eq!(stats["tokens"]["output"], 5);
+    let cost = stats["cost"].as_f64().unwrap();
+    assert!(
+        (cost - (10.0 * 2.0 + 5.0 * 8.0) / 1e6).abs() < 1e-12,
+        "{stats}"
+    );
+    let state = rpc.ok(serde_json::json!({"type": "get_state"})).await;
+    let usage = &state["contextUsage"];
+    assert_eq!(usage["tokens"], 15, "the provider's usage: {state}");
+    assert!(usage["contextWindow"].as_u64().unwrap() >= 1_000_000);
+    let (out, _) = rpc.finish().await;
+    assert_eq!(out.code(), Some(0));
+}

@@ -5,17 +5,13 @@
 use super::*;
 use crate::ErrorKind;
 use crate::http::decode_chunks;
+use crate::stream_test_support::{args_of, assert_any_split_decodes_the_same, ev, ok, text_of};
 
 const FIXTURE: &str = include_str!("../../tests/fixtures/anthropic_thinking_tool_use.sse");
 const URL: &str = "http://x/v1/messages";
 
 fn decode(chunks: &[&[u8]]) -> Vec<Result<ModelEvent>> {
     decode_chunks(MessagesDecoder::new(URL), chunks)
-}
-
-fn ev(name: &str, mut data: Value) -> String {
-    data["type"] = json!(name);
-    format!("event: {name}\ndata: {data}\n\n")
 }
 
 fn start() -> String {
@@ -58,20 +54,6 @@ fn end(reason: &str) -> String {
     .concat()
 }
 
-fn ok(items: Vec<Result<ModelEvent>>) -> Vec<ModelEvent> {
-    items.into_iter().map(|i| i.unwrap()).collect()
-}
-
-fn text_of(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn thinking_of(events: &[ModelEvent]) -> (String, Vec<String>) {
     let mut text = String::new();
     let mut signatures = Vec::new();
@@ -82,16 +64,6 @@ fn thinking_of(events: &[ModelEvent]) -> (String, Vec<String>) {
         }
     }
     (text, signatures)
-}
-
-fn args_of(events: &[ModelEvent], index: u32) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::ToolCallDelta { index: i, delta } if *i == index => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]
@@ -147,14 +119,7 @@ fn fixture_maps_thinking_text_tools_and_usage() {
 
 #[test]
 fn any_split_of_the_fixture_decodes_the_same() {
-    let whole = decode(&[FIXTURE.as_bytes()]);
-    let bytes = FIXTURE.as_bytes();
-    for size in [1, 3, 17, 100, 5000] {
-        let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
-        assert_eq!(decode(&chunks), whole, "chunk size {size}");
-    }
-    let crlf = FIXTURE.replace('\n', "\r\n");
-    assert_eq!(decode(&[crlf.as_bytes()]), whole);
+    assert_any_split_decodes_the_same(decode, FIXTURE, &[1, 3, 17, 100, 5000]);
 }
 
 #[test]

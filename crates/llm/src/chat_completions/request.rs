@@ -43,6 +43,7 @@
 //!   only when thinking is not off and the server supports it.
 
 use keel_protocol::{AssistantMessage, ContentBlock, Message, ThinkingLevel};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ChatCompletionsConfig;
@@ -53,39 +54,83 @@ pub use crate::history::MISSING_RESULT_TEXT;
 
 /// The JSON body for `request` on a server configured as `config`.
 pub fn build_request_body(request: &ModelRequest, config: &ChatCompletionsConfig) -> Value {
-    let mut body = json!({
-        "model": request.model,
-        "messages": convert_messages(
+    // Serialising these plain structs cannot fail.
+    serde_json::to_value(request_body(request, config)).unwrap_or_default()
+}
+
+/// The body as it is sent: it borrows the model and the tool schemas (the
+/// bulk of a request early in a conversation) from `request`, so they are
+/// written straight into the request instead of being copied into a JSON
+/// tree first. [`build_request_body`] is the same body as a tree.
+pub(crate) fn request_body<'a>(
+    request: &'a ModelRequest,
+    config: &ChatCompletionsConfig,
+) -> RequestBody<'a> {
+    RequestBody {
+        model: &request.model,
+        messages: convert_messages(
             &request.system_prompt,
             &request.messages,
             config.supports_developer_role,
         ),
-        "stream": true,
-        "stream_options": {"include_usage": true},
-    });
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools: request
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                }})
+            .map(|t| ToolDef {
+                kind: "function",
+                function: FunctionDef {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
             })
-            .collect();
-        body["tools"] = Value::Array(tools);
+            .collect(),
+        max_tokens: request.max_output_tokens,
+        reasoning_effort: if config.supports_reasoning_effort {
+            reasoning_effort(request.thinking_level)
+        } else {
+            None
+        },
     }
-    if let Some(max) = request.max_output_tokens {
-        body["max_tokens"] = json!(max);
-    }
-    if config.supports_reasoning_effort
-        && let Some(effort) = reasoning_effort(request.thinking_level)
-    {
-        body["reasoning_effort"] = json!(effort);
-    }
-    body
+}
+
+/// See [`request_body`].
+#[derive(Debug, Serialize)]
+pub(crate) struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<Value>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolDef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// `{"type":"function","function":{"name","description","parameters"}}`.
+#[derive(Debug, Serialize)]
+struct ToolDef<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDef<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct FunctionDef<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 /// The `reasoning_effort` value for a thinking level (`None` when off).

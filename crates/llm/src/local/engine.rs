@@ -9,7 +9,10 @@
 //! there are tools) and sends [`ModelEvent`]s on the job's channel. The
 //! first message of every job is either `Start` or the error that stopped
 //! it before generation. A failed load fails every later job with the same
-//! error. The thread ends when the last [`Engine`] handle is dropped.
+//! error. Before it creates the context it picks the threads (unless
+//! configured) and checks that the context fits the model and the free
+//! memory ([`super::resources`]). The thread ends when the last [`Engine`]
+//! handle is dropped.
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -34,6 +37,7 @@ use super::grammar::text_grammar;
 use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
 use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
+use super::resources::{self, ModelShape};
 use super::template::{ChatTemplate, template_messages};
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
 
@@ -116,9 +120,36 @@ fn thread_main(spec: LocalSpec, rx: std_mpsc::Receiver<Job>) {
         Ok(l) => l,
         Err(e) => return fail_all(e, first, rx),
     };
-    let n_threads = spec.effective_threads() as i32;
+    let n_threads = match spec.threads.filter(|t| *t > 0) {
+        Some(t) => t,
+        None => {
+            let (t, busy) = resources::threads_now();
+            tracing::info!(
+                threads = t,
+                busy_cores_elsewhere = busy,
+                "local model threads (set [providers.local] threads or --threads to fix them)"
+            );
+            t
+        }
+    } as i32;
+    let shape = ModelShape {
+        layers: model.n_layer(),
+        embedding: u32::try_from(model.n_embd()).unwrap_or(0),
+        heads: model.n_head(),
+        kv_heads: model.n_head_kv(),
+        train_context: model.n_ctx_train(),
+    };
+    let context_size = spec.context_size.max(256);
+    if let Err(message) = resources::check_context(&shape, context_size, resources::mem_available())
+    {
+        let err = Error::new(
+            ErrorKind::Other,
+            format!("{}: {message}", spec.model_path.display()),
+        );
+        return fail_all(err, first, rx);
+    }
     let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(spec.context_size.max(256)))
+        .with_n_ctx(NonZeroU32::new(context_size))
         .with_n_batch(512)
         .with_n_threads(n_threads)
         .with_n_threads_batch(n_threads);
@@ -128,8 +159,7 @@ fn thread_main(spec: LocalSpec, rx: std_mpsc::Receiver<Job>) {
             let err = Error::new(
                 ErrorKind::Other,
                 format!(
-                    "cannot allocate a {}-token context for {} ({e}): out of memory? lower [providers.local] context_size",
-                    spec.context_size,
+                    "cannot allocate a {context_size}-token context for {} ({e}): out of memory? lower [providers.local] context_size",
                     spec.model_path.display()
                 ),
             );
@@ -166,7 +196,7 @@ fn fail_all(err: Error, first: Job, rx: std_mpsc::Receiver<Job>) {
 fn load(backend: &LlamaBackend, spec: &LocalSpec) -> Result<(LlamaModel, ChatTemplate)> {
     let path = spec.model_path.as_path();
     check_gguf(path)?;
-    check_memory(path, spec.context_size)?;
+    check_memory(path)?;
     let started = Instant::now();
     let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).map_err(
         |e| {
@@ -242,34 +272,12 @@ pub(crate) fn missing_model(path: &Path) -> Error {
     )
 }
 
-/// Fails early when the model and its context clearly do not fit in the
-/// memory available now (Linux only; elsewhere nothing is checked).
-fn check_memory(path: &Path, context_size: u32) -> Result<()> {
-    let Some(available) = mem_available() else {
-        return Ok(());
-    };
+/// Fails early when the weights clearly do not fit in the memory
+/// available now (the context is checked once the model is loaded).
+fn check_memory(path: &Path) -> Result<()> {
     let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    // Weights, plus a generous KV cache and compute buffer estimate.
-    let needed = file + u64::from(context_size) * 64 * 1024 + (256 << 20);
-    if needed > available {
-        return Err(Error::new(
-            ErrorKind::Other,
-            format!(
-                "out of memory: {} with a {context_size}-token context needs about {:.1} GiB, only {:.1} GiB is available",
-                path.display(),
-                needed as f64 / f64::from(1u32 << 30),
-                available as f64 / f64::from(1u32 << 30)
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    resources::check_weights(file, resources::mem_available())
+        .map_err(|message| Error::new(ErrorKind::Other, format!("{}: {message}", path.display())))
 }
 
 /// A loaded model with its context and what the KV cache holds.
@@ -461,6 +469,7 @@ impl Loaded<'_> {
         tracing::info!(
             prompt_tokens,
             reused,
+            evaluated = tokens.len(),
             prefill_secs = prefill.as_secs_f64(),
             prefill_tok_s = rate(tokens.len(), prefill.as_secs_f64()),
             generated,

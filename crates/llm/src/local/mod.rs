@@ -9,7 +9,8 @@
 //! calls ([`parse`]) and streams the same normalised [`crate::ModelEvent`]s
 //! as the HTTP dialects. The KV cache is kept between requests: only the
 //! part of the prompt after the longest prefix already decoded is evaluated
-//! (compared as text, see `kv`). Cancellation is checked between prompt
+//! (compared as text, see `kv`). Threads and memory checks are in
+//! [`resources`]. Cancellation is checked between prompt
 //! batches and between generated tokens; usage is counted in tokens (reused
 //! cache tokens as `cache_read`). A model that asks again for the very call
 //! whose result it just got is made to answer in text instead.
@@ -22,6 +23,7 @@
 pub mod grammar;
 mod kv;
 pub mod parse;
+pub mod resources;
 pub mod template;
 
 #[cfg(feature = "local")]
@@ -34,6 +36,7 @@ use std::path::PathBuf;
 pub use grammar::GrammarMode;
 #[cfg(feature = "local")]
 pub use provider::LocalProvider;
+pub use resources::default_threads;
 
 /// The dialect name, as returned by [`crate::Provider::api`].
 pub const API: &str = "local";
@@ -52,8 +55,8 @@ pub struct LocalSpec {
     pub model_path: PathBuf,
     /// Context size in tokens (the KV cache is allocated for all of it).
     pub context_size: u32,
-    /// Threads for generation and prompt evaluation; `None`:
-    /// [`default_threads`].
+    /// Threads for generation and prompt evaluation; `None`: chosen when
+    /// the model is loaded ([`resources::threads_now`]).
     pub threads: Option<u32>,
     /// How tool calls are constrained.
     pub grammar: GrammarMode,
@@ -85,27 +88,15 @@ impl LocalSpec {
         }
     }
 
-    /// The threads to use: the configured number, else [`default_threads`].
+    /// The threads to use on an idle machine: the configured number, else
+    /// [`default_threads`]. Without a configured number the engine uses
+    /// fewer when other processes keep cores busy as the model is loaded
+    /// ([`resources::threads_now`]).
     pub fn effective_threads(&self) -> u32 {
         self.threads
             .filter(|t| *t > 0)
             .unwrap_or_else(default_threads)
     }
-}
-
-/// The threads llama.cpp uses when none are configured: every core on a
-/// machine with one or two (generation is about 1.5 times and prompt
-/// evaluation twice as fast with 2 threads as with 1 on two idle cores),
-/// else one core less, leaving one to the tools and the rest of the
-/// machine; at most 8. Threads that must share their cores with another
-/// busy process slow llama.cpp down a lot: on a shared small machine, set
-/// `threads = 1`.
-pub fn default_threads() -> u32 {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get() as u32)
-        .unwrap_or(1);
-    let threads = if cores <= 2 { cores } else { cores - 1 };
-    threads.clamp(1, 8)
 }
 
 /// The provider for `spec` (which must have the local dialect).

@@ -55,10 +55,10 @@ impl LocalProvider {
 /// The engine for `spec`, started if no live one serves the same file,
 /// context size and threads.
 fn shared_engine(spec: &LocalSpec) -> Result<Arc<Engine>> {
-    type Key = (std::path::PathBuf, u32, u32);
+    type Key = (std::path::PathBuf, u32, Option<u32>);
     static ENGINES: Mutex<Vec<(Key, Weak<Engine>)>> = Mutex::new(Vec::new());
     let path = std::fs::canonicalize(&spec.model_path).unwrap_or_else(|_| spec.model_path.clone());
-    let key = (path, spec.context_size, spec.effective_threads());
+    let key = (path, spec.context_size, spec.threads.filter(|t| *t > 0));
     let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
     engines.retain(|(_, w)| w.strong_count() > 0);
     if let Some(engine) = engines

@@ -5,17 +5,13 @@
 use super::*;
 use crate::ErrorKind;
 use crate::http::decode_chunks;
+use crate::stream_test_support::{args_of, assert_any_split_decodes_the_same, ev, ok, text_of};
 
 const FIXTURE: &str = include_str!("../../tests/fixtures/responses_reasoning_tool_calls.sse");
 const URL: &str = "http://x/v1/responses";
 
 fn decode(chunks: &[&[u8]]) -> Vec<Result<ModelEvent>> {
     decode_chunks(ResponsesDecoder::new(URL), chunks)
-}
-
-fn ev(name: &str, mut data: Value) -> String {
-    data["type"] = json!(name);
-    format!("event: {name}\ndata: {data}\n\n")
 }
 
 fn created() -> String {
@@ -35,30 +31,6 @@ fn text_delta(index: u32, delta: &str) -> String {
         "response.output_text.delta",
         json!({"output_index": index, "content_index": 0, "delta": delta}),
     )
-}
-
-fn ok(items: Vec<Result<ModelEvent>>) -> Vec<ModelEvent> {
-    items.into_iter().map(|i| i.unwrap()).collect()
-}
-
-fn text_of(events: &[ModelEvent]) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::TextDelta(t) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn args_of(events: &[ModelEvent], index: u32) -> String {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            ModelEvent::ToolCallDelta { index: i, delta } if *i == index => Some(delta.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]
@@ -147,15 +119,7 @@ fn fixture_maps_reasoning_text_calls_and_usage() {
 
 #[test]
 fn any_split_of_the_fixture_decodes_the_same() {
-    let whole = decode(&[FIXTURE.as_bytes()]);
-    let bytes = FIXTURE.as_bytes();
-    for size in [1, 2, 7, 64, 1000] {
-        let chunks: Vec<&[u8]> = bytes.chunks(size).collect();
-        assert_eq!(decode(&chunks), whole, "chunk size {size}");
-    }
-    // CRLF line ends decode the same too.
-    let crlf = FIXTURE.replace('\n', "\r\n");
-    assert_eq!(decode(&[crlf.as_bytes()]), whole);
+    assert_any_split_decodes_the_same(decode, FIXTURE, &[1, 2, 7, 64, 1000]);
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! `new_session`, `switch_session`, `set_session_name`.
 //!
-//! A running run is aborted before the session changes; the old session is
+//! A session opened with `switch_session` (or at start-up with
+//! `--session`) whose last turn a crash or kill cut off resumes that turn
+//! right after the response (after `ready`). A running run is aborted
+//! before the session changes; the old session is
 //! flushed and closed; host tools and host URI schemes carry over (they
 //! belong to the process, not the session). Naming a session also sends a
 //! `setTitle` UI request (suppressed unless enabled).
@@ -10,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::command::NewSessionArgs;
 use crate::factory::OpenTarget;
-use crate::server::Server;
+use crate::server::{Answer, Server};
 use crate::ui::Notice;
 use crate::wire_errors::{self, WireError};
 
@@ -36,14 +39,49 @@ impl Server {
         Ok(Some(json!({"cancelled": false})))
     }
 
-    pub(super) async fn switch_session(&mut self, path: &str) -> Result<Option<Value>, WireError> {
+    /// Switches, answers, then resumes a turn of the opened session that
+    /// a crash or kill cut off (so the response comes before its
+    /// `agent_start`).
+    pub(super) async fn switch_session(&mut self, id: Option<&Value>, path: &str) -> Answer {
+        match self.open_other(path).await {
+            Ok(switched) => {
+                self.out
+                    .respond_ok(id, "switch_session", Some(json!({"cancelled": false})))
+                    .await;
+                if switched {
+                    self.resume_interrupted().await;
+                }
+                Answer::Sent
+            }
+            Err(e) => Answer::Failed(e),
+        }
+    }
+
+    /// A turn of the active session cut off by a crash or kill goes on:
+    /// its unanswered tool calls are answered (a request still pending is
+    /// announced again) and the model continues, as one run. Called right
+    /// after `ready` and after `switch_session`.
+    pub(crate) async fn resume_interrupted(&self) {
+        if self.model.is_none() {
+            return;
+        }
+        match self.handle().resume_interrupted().await {
+            Ok(true) => tracing::info!("resuming a turn that was cut off"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot resume the cut-off turn"),
+        }
+    }
+
+    /// Opens `path` in place of the active session; false when it is the
+    /// active session already.
+    async fn open_other(&mut self, path: &str) -> Result<bool, WireError> {
         let current = self.handle().snapshot();
         let same = current
             .session_file
             .as_ref()
             .is_some_and(|f| f.as_os_str() == path || current.session_id == path);
         if same {
-            return Ok(Some(json!({"cancelled": false})));
+            return Ok(false);
         }
         self.abort_and_wait().await;
         let opened = self
@@ -56,7 +94,7 @@ impl Server {
             .await
             .map_err(|reason| wire_errors::cannot_open_session(path, &reason))?;
         self.replace_session(opened).await;
-        Ok(Some(json!({"cancelled": false})))
+        Ok(true)
     }
 
     pub(super) async fn set_session_name(&self, name: &str) -> Result<Option<Value>, WireError> {

@@ -33,6 +33,8 @@ struct State {
     auto_retry_enabled: bool,
     message_count: usize,
     queued_message_count: usize,
+    /// pi's name for `queuedMessageCount` (same value), for pi's clients.
+    pending_message_count: usize,
     todo_phases: Vec<TodoPhase>,
     context_usage: Option<keel_core::ContextUsage>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -60,6 +62,7 @@ impl Server {
             auto_retry_enabled: snap.auto_retry_enabled,
             message_count: snap.message_count,
             queued_message_count: snap.queued_message_count,
+            pending_message_count: snap.queued_message_count,
             todo_phases: snap.todos.clone(),
             context_usage: self.model.as_ref().map(|_| self.handle().context_usage()),
             system_prompt: wants(&[Include::SystemPrompt])

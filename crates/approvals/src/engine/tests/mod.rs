@@ -1,9 +1,11 @@
 //! Engine tests: the decision order, waits and decisions, restarts across
-//! engine instances on one database file, and drafts. Everything runs on
-//! temp dirs; anything that waits is under a timeout.
+//! engine instances on one database file, drafts, and two engines on one
+//! PostgreSQL database (`postgres.rs`). Everything runs on temp dirs or a
+//! throwaway server; anything that waits is under a timeout.
 
 mod drafts;
 mod gate;
+mod postgres;
 mod restart;
 mod waits;
 

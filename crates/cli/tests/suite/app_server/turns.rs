@@ -248,6 +248,10 @@ async fn interrupt_ends_a_streaming_turn() {
         )
         .await;
     assert_eq!(r, json!({}));
+    assert!(
+        s.seen("turn/completed").is_empty(),
+        "the interrupt is answered before the turn is announced as ended, as in Codex"
+    );
     let done = s.finish_turn(&turn, "accept").await;
     assert_eq!(done["status"], "interrupted");
     let e = s
@@ -260,15 +264,20 @@ async fn interrupt_ends_a_streaming_turn() {
     s.close().await;
 }
 
+/// A shell command that runs until the test creates `name` in the
+/// workspace (at most about 20 s): the turn stays busy exactly as long as
+/// the test needs it to.
+fn wait_for_file(name: &str) -> Value {
+    json!({"command": format!(
+        "for i in $(seq 400); do [ -e {name} ] && exit 0; sleep 0.05; done; exit 1"
+    )})
+}
+
 #[tokio::test]
 async fn a_turn_start_during_a_turn_steers_it() {
     let env = Env::new().await;
     env.mock.push_all([
-        MockResponse::tool_calls(vec![tool_call(
-            "c1",
-            "bash",
-            json!({"command": "sleep 0.3"}),
-        )]),
+        MockResponse::tool_calls(vec![tool_call("c1", "bash", wait_for_file("steered"))]),
         MockResponse::text("Steered answer."),
     ]);
     let mut s = env.initialized(false).await;
@@ -289,6 +298,8 @@ async fn a_turn_start_during_a_turn_steers_it() {
         turn.as_str(),
         "the active turn is returned"
     );
+    // The steer is queued: let the tool end, the model reads it next.
+    std::fs::write(env.ws().join("steered"), "").unwrap();
     let done = s.finish_turn(&turn, "accept").await;
     assert_eq!(done["status"], "completed");
     let users: Vec<Value> = s

@@ -1,5 +1,9 @@
-//! `keel exec` without a terminal: a held call waits, one stderr line says
-//! how to decide, and `keel approvals …` from a second process wakes it.
+//! `keel exec` without a terminal: a held call becomes a draft and the run
+//! goes on; `keel approvals send` runs it later and the next `keel exec
+//! --continue` tells the model. With `--wait-approvals` a held call waits,
+//! one stderr line says how to decide, and `keel approvals …` from a second
+//! process wakes it; killed while it waits, `keel exec --continue` finishes
+//! the cut-off turn before the new prompt.
 
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::json;
@@ -25,7 +29,12 @@ async fn another_process_approves_a_waiting_exec() {
         )]),
         MockResponse::text("All clean."),
     ]);
-    let mut child = env.exec().arg("clean up").spawn().await.unwrap();
+    let mut child = env
+        .exec()
+        .args(["--wait-approvals", "clean up"])
+        .spawn()
+        .await
+        .unwrap();
     let hint = child
         .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
         .await
@@ -75,7 +84,12 @@ async fn a_decline_from_the_cli_reaches_the_exec_model() {
     ]);
     let mut child = env
         .exec()
-        .args(["--approval-mode", "everything", "release it"])
+        .args([
+            "--approval-mode",
+            "everything",
+            "--wait-approvals",
+            "release it",
+        ])
         .spawn()
         .await
         .unwrap();
@@ -102,4 +116,149 @@ async fn a_decline_from_the_cli_reaches_the_exec_model() {
         "{}",
         again.stderr
     );
+}
+
+#[tokio::test]
+async fn without_a_terminal_a_held_call_becomes_a_draft_sent_later() {
+    let env = Env::new().await;
+    std::fs::write(env.ws().join("victim"), "x").unwrap();
+    env.mock.push_all([
+        MockResponse::tool_calls(vec![tool_call(
+            "c1",
+            "bash",
+            json!({"command": "rm -rf victim && echo removed-it"}),
+        )]),
+        MockResponse::text("Parked the cleanup."),
+    ]);
+    // The run does not wait: it ends on its own, the call parked.
+    let done = env.exec().arg("clean up").run().await.unwrap();
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    assert!(
+        done.stdout.contains("Parked the cleanup."),
+        "{}",
+        done.stdout
+    );
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("keel: held as draft apr_"))
+        .unwrap_or_else(|| panic!("no draft line: {}", done.stderr));
+    assert!(line.contains("rm -rf victim"), "{line}");
+    let id = line["keel: held as draft ".len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(env.ws().join("victim").exists(), "nothing ran");
+    let input = env.mock.last_request().unwrap().body["messages"].to_string();
+    assert!(
+        input.contains(&format!("Held for approval as draft {id}")),
+        "{input}"
+    );
+    let listed = env.approvals_json(&["list"]).await;
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["delivery"], "draft");
+
+    // Sent later from the CLI: it runs there, once.
+    let sent = env.approvals_cmd(&["send", &id], false).await;
+    assert_eq!(sent.code(), Some(0), "{}", sent.stderr);
+    assert!(!env.ws().join("victim").exists());
+
+    // The next run in that session hears the outcome, once.
+    env.mock.push_all([
+        MockResponse::text("Good."),
+        MockResponse::text("Still good."),
+    ]);
+    let next = env
+        .exec()
+        .args(["--continue", "anything new?"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(next.code(), Some(0), "stderr: {}", next.stderr);
+    let input = env.mock.last_request().unwrap().body["messages"].to_string();
+    assert!(input.contains("was sent by the user and ran"), "{input}");
+    assert!(input.contains("removed-it"), "{input}");
+    let again = env
+        .exec()
+        .args(["--continue", "and now?"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(again.code(), Some(0), "stderr: {}", again.stderr);
+    let input = env.mock.last_request().unwrap().body["messages"].to_string();
+    assert_eq!(
+        input.matches("was sent by the user and ran").count(),
+        1,
+        "told once: {input}"
+    );
+}
+
+#[tokio::test]
+async fn exec_continue_resumes_a_turn_killed_while_it_waited() {
+    let env = Env::new().await;
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "echo ran >> marker"}),
+    )]));
+    let mut child = env
+        .exec()
+        .args([
+            "--approval-mode",
+            "everything",
+            "--wait-approvals",
+            "mark it",
+        ])
+        .spawn()
+        .await
+        .unwrap();
+    let hint = child
+        .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
+        .await
+        .unwrap();
+    child.signal("KILL").await.unwrap();
+    let killed = child.wait().await.unwrap();
+    assert_eq!(killed.code(), None, "killed by a signal");
+    let id = id_in(&hint);
+    let out = env.approvals_cmd(&["approve", &id], false).await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+
+    // The cut-off turn finishes first (the call runs once, the model
+    // answers), then the new prompt runs.
+    env.mock.push_all([
+        MockResponse::text("Marked it."),
+        MockResponse::text("Nothing else to do."),
+    ]);
+    let done = env
+        .exec()
+        .args(["--continue", "anything else?"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(done.code(), Some(0), "stderr: {}", done.stderr);
+    assert!(done.stdout.contains("Marked it."), "{}", done.stdout);
+    assert!(
+        done.stdout.contains("Nothing else to do."),
+        "{}",
+        done.stdout
+    );
+    let marker = std::fs::read_to_string(env.ws().join("marker")).unwrap();
+    assert_eq!(marker, "ran\n", "ran exactly once");
+    let requests = env.mock.requests();
+    assert_eq!(requests.len(), 3);
+    let resumed = requests[1].body["messages"].to_string();
+    assert!(!resumed.contains("anything else?"), "{resumed}");
+    assert!(
+        requests[2].body["messages"]
+            .to_string()
+            .contains("anything else?")
+    );
+    let session = env.only_session().await;
+    let results = session
+        .all_messages()
+        .iter()
+        .filter(|m| matches!(m, keel_protocol::Message::ToolResult(r) if r.tool_call_id == "c1"))
+        .count();
+    assert_eq!(results, 1);
 }

@@ -1,57 +1,297 @@
-//! A pending request survives `kill -9`: after a restart it is listed,
-//! and a decision is recorded.
+//! Waits that survive a crash: `kill -9` keel while a call waits (or
+//! runs), decide from the CLI while it is down, start it again on that
+//! session, and the cut-off turn goes on — the call runs at most once, the
+//! model hears the outcome and answers, and the session file holds every
+//! entry exactly once.
 
+use keel_protocol::Message;
 use keel_test_support::{MockResponse, tool_call};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::result_text;
 use crate::suite::Env;
+use crate::suite::rpc::{Rpc, event};
 
-#[tokio::test]
-async fn kill_9_while_a_call_waits_then_restart_lists_and_decides_it() {
-    let env = Env::new().await;
-    std::fs::write(env.ws().join("victim"), "x").unwrap();
-    env.mock.push(MockResponse::tool_calls(vec![tool_call(
-        "c1",
-        "bash",
-        json!({"command": "rm -rf victim"}),
-    )]));
-    let mut rpc = env.rpc(&[]).await;
+/// Starts RPC mode in mode `everything` (writes are held) and returns the
+/// session id.
+async fn start(env: &Env, extra: &[&str]) -> (Rpc, String) {
+    let mut args = vec!["--approval-mode", "everything"];
+    args.extend_from_slice(extra);
+    let mut rpc = env.rpc(&args).await;
     let state = rpc.ok(json!({"type": "get_state"})).await;
     let session_id = state["sessionId"].as_str().unwrap().to_owned();
-    rpc.send(json!({"type": "prompt", "message": "clean up"}))
-        .await;
-    let req = rpc.approval_request().await;
-    let id = req["id"].as_str().unwrap().to_owned();
+    (rpc, session_id)
+}
 
+/// Kills keel with SIGKILL and waits until it is gone.
+async fn kill_9(rpc: Rpc) {
     rpc.child.signal("KILL").await.unwrap();
     let out = rpc.child.wait().await.unwrap();
     assert_eq!(out.code(), None, "killed by a signal");
+}
+
+/// Lines of the `marker` file (each run of the tool appends one).
+fn marker_lines(env: &Env) -> usize {
+    std::fs::read_to_string(env.ws().join("marker"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// How many assistant messages carry the call `call_id`, and how many
+/// results answer it, in the saved session.
+async fn call_entries(env: &Env, call_id: &str) -> (usize, usize) {
+    let session = env.only_session().await;
+    let messages = session.all_messages();
+    let calls = messages
+        .iter()
+        .filter(|m| match m {
+            Message::Assistant(a) => a.tool_calls().iter().any(|(id, _, _)| *id == call_id),
+            _ => false,
+        })
+        .count();
+    let results = messages
+        .iter()
+        .filter(|m| matches!(m, Message::ToolResult(r) if r.tool_call_id == call_id))
+        .count();
+    (calls, results)
+}
+
+/// The user messages of the saved session.
+async fn user_messages(env: &Env) -> usize {
+    let session = env.only_session().await;
+    session
+        .all_messages()
+        .iter()
+        .filter(|m| matches!(m, Message::User(_)))
+        .count()
+}
+
+/// The end of the call `call_id`, seen already or still to come (a resumed
+/// turn starts right after `ready`, so its frames may come before the
+/// response to the first command).
+async fn seen_tool_end(rpc: &mut Rpc, call_id: &str) -> Value {
+    let f = rpc
+        .seen_or_wait(&format!("tool_execution_end {call_id}"), |f| {
+            event(f)
+                .is_some_and(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == call_id)
+        })
+        .await;
+    event(&f).cloned().unwrap_or(Value::Null)
+}
+
+/// The first event of type `ty`, seen already or still to come.
+async fn seen_event(rpc: &mut Rpc, ty: &str) -> Value {
+    let f = rpc
+        .seen_or_wait(ty, |f| event(f).is_some_and(|e| e["type"] == ty))
+        .await;
+    event(&f).cloned().unwrap_or(Value::Null)
+}
+
+/// What the model was sent last.
+fn last_input(env: &Env) -> String {
+    env.mock.last_request().unwrap().body["messages"].to_string()
+}
+
+/// The model asks to append to `marker`; keel holds it and announces it.
+async fn held_call(env: &Env, command: &str) -> (Rpc, String, String) {
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({ "command": command }),
+    )]));
+    let (mut rpc, session_id) = start(env, &[]).await;
+    rpc.send(json!({"type": "prompt", "message": "mark it"}))
+        .await;
+    let req = rpc.approval_request().await;
+    assert_eq!(req["toolCallId"], "c1", "{req}");
+    let id = req["id"].as_str().unwrap().to_owned();
+    (rpc, session_id, id)
+}
+
+#[tokio::test]
+async fn kill_9_while_a_call_waits_then_restart_announces_it_again() {
+    let env = Env::new().await;
+    let (rpc, session_id, id) = held_call(&env, "echo ran >> marker").await;
+    kill_9(rpc).await;
 
     // While keel is down the request is on disk, pending.
     let listed = env.approvals_json(&["list"]).await;
     assert_eq!(listed[0]["id"], id.as_str());
     assert_eq!(listed[0]["status"], "pending");
 
-    let mut rpc = env.rpc(&["--session", &session_id]).await;
+    env.mock.push(MockResponse::text("Left it alone."));
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    // The cut-off turn resumes: the same request is announced again.
+    let again = rpc
+        .seen_or_wait("approval_request", |f| f["type"] == "approval_request")
+        .await;
+    assert_eq!(again["id"], id.as_str(), "{again}");
+    assert_eq!(again["toolCallId"], "c1");
     let pending = rpc.ok(json!({"type": "get_pending_approvals"})).await;
     let list = pending["approvals"].as_array().unwrap();
     assert_eq!(list.len(), 1, "{pending}");
     assert_eq!(list[0]["requestId"], id.as_str());
-    assert_eq!(list[0]["toolCallId"], "c1");
     assert_eq!(list[0]["sessionId"], session_id.as_str());
-    // The call that made the request was on disk before it was announced.
-    let messages = rpc.ok(json!({"type": "get_messages"})).await;
-    assert!(messages.to_string().contains("rm -rf victim"), "{messages}");
 
     let d = rpc
-        .decide(&id, "decline", json!({"note": "keep the victim"}))
+        .decide(&id, "decline", json!({"note": "not today"}))
         .await;
     assert_eq!(d["status"], "declined");
-    assert_eq!(d["note"], "keep the victim");
-    let pending = rpc.ok(json!({"type": "get_pending_approvals"})).await;
-    assert_eq!(pending["approvals"], json!([]));
-    let all = env.approvals_json(&["list", "--all"]).await;
-    assert_eq!(all[0]["status"], "declined");
-    assert!(env.ws().join("victim").exists());
+    let end = seen_tool_end(&mut rpc, "c1").await;
+    assert!(result_text(&end).contains("not today"), "{end}");
+    let agent_end = seen_event(&mut rpc, "agent_end").await;
+    assert!(
+        agent_end.to_string().contains("Left it alone."),
+        "{agent_end}"
+    );
+    assert!(last_input(&env).contains("not today"));
     rpc.finish().await;
+    assert_eq!(marker_lines(&env), 0, "a declined call never runs");
+    assert_eq!(call_entries(&env, "c1").await, (1, 1));
+    assert_eq!(user_messages(&env).await, 1, "no new user message");
+}
+
+#[tokio::test]
+async fn an_approval_from_the_cli_while_keel_is_down_runs_the_call_once_after_restart() {
+    let env = Env::new().await;
+    let (rpc, session_id, id) = held_call(&env, "echo ran >> marker").await;
+    kill_9(rpc).await;
+
+    let out = env.approvals_cmd(&["approve", &id], false).await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(marker_lines(&env), 0, "nothing runs while keel is down");
+
+    env.mock.push(MockResponse::text("Marked."));
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    let end = seen_tool_end(&mut rpc, "c1").await;
+    assert_eq!(end["isError"], false, "{end}");
+    let agent_end = seen_event(&mut rpc, "agent_end").await;
+    assert!(agent_end.to_string().contains("Marked."), "{agent_end}");
+    assert!(
+        !rpc.frames.iter().any(|f| f["type"] == "approval_request"),
+        "a decided request is not announced again"
+    );
+    // The model heard the call's result, without a new user message.
+    let input = last_input(&env);
+    assert!(
+        input.contains("c1") && input.contains("(no output)"),
+        "{input}"
+    );
+    assert_eq!(env.mock.request_count(), 2);
+    rpc.finish().await;
+
+    assert_eq!(marker_lines(&env), 1, "the approved call ran exactly once");
+    assert_eq!(call_entries(&env, "c1").await, (1, 1));
+    assert_eq!(user_messages(&env).await, 1);
+    let all = env.approvals_json(&["list", "--all"]).await;
+    assert_eq!(all[0]["status"], "approved");
+    env.wait_for_audit("c1", "finished").await;
+
+    // Opening the finished session again resumes nothing.
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    let _ = rpc.ok(json!({"type": "get_state"})).await;
+    let (_, frames) = rpc.finish().await;
+    assert!(
+        !frames
+            .iter()
+            .any(|f| crate::suite::rpc::event_type(f) == Some("agent_start")),
+        "{frames:#?}"
+    );
+    assert_eq!(marker_lines(&env), 1);
+    assert_eq!(call_entries(&env, "c1").await, (1, 1));
+}
+
+#[tokio::test]
+async fn a_decline_from_the_cli_while_keel_is_down_reaches_the_model_after_switch_session() {
+    let env = Env::new().await;
+    let (rpc, session_id, id) = held_call(&env, "echo ran >> marker").await;
+    kill_9(rpc).await;
+    let out = env
+        .approvals_cmd(&["decline", &id, "--note", "use the other file"], false)
+        .await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+
+    // A new process on a new session, then `switch_session` to the cut-off one.
+    env.mock.push(MockResponse::text("Understood."));
+    let (mut rpc, other) = start(&env, &[]).await;
+    assert_ne!(other, session_id);
+    let r = rpc
+        .call(json!({"type": "switch_session", "sessionPath": session_id}))
+        .await;
+    assert_eq!(r["success"], true, "{r}");
+    let end = seen_tool_end(&mut rpc, "c1").await;
+    assert_eq!(end["isError"], true);
+    assert!(result_text(&end).contains("use the other file"), "{end}");
+    let agent_end = seen_event(&mut rpc, "agent_end").await;
+    assert!(agent_end.to_string().contains("Understood."), "{agent_end}");
+    // The response came before the resumed run's first event.
+    let response_at = rpc
+        .frames
+        .iter()
+        .position(|f| f["type"] == "response" && f["command"] == "switch_session")
+        .unwrap();
+    let start_at = rpc
+        .frames
+        .iter()
+        .position(|f| crate::suite::rpc::event_type(f) == Some("agent_start"))
+        .unwrap();
+    assert!(response_at < start_at);
+    assert!(last_input(&env).contains("use the other file"));
+    rpc.finish().await;
+    assert_eq!(marker_lines(&env), 0);
+    let file = env
+        .session_files()
+        .into_iter()
+        .find(|f| f.to_string_lossy().contains(&session_id))
+        .unwrap();
+    let session = keel_session_store::load(&file).await.unwrap();
+    let messages = session.all_messages();
+    let results = messages
+        .iter()
+        .filter(|m| matches!(m, Message::ToolResult(r) if r.tool_call_id == "c1"))
+        .count();
+    assert_eq!(results, 1, "{messages:#?}");
+}
+
+#[tokio::test]
+async fn an_approved_call_cut_off_while_it_ran_is_not_run_again() {
+    let env = Env::new().await;
+    let (mut rpc, session_id, id) = held_call(
+        &env,
+        "echo ran >> marker && sleep 30 && echo late >> marker",
+    )
+    .await;
+    rpc.decide(&id, "approve", Value::Null).await;
+    // It runs: the first line is there, the second is 30 s away.
+    let started = rpc
+        .seen_or_wait("tool_execution_start c1", |f| {
+            crate::suite::rpc::event(f)
+                .is_some_and(|e| e["type"] == "tool_execution_start" && e["toolCallId"] == "c1")
+        })
+        .await;
+    assert!(started.to_string().contains("marker"));
+    let deadline = tokio::time::Instant::now() + crate::suite::rpc::WAIT;
+    while marker_lines(&env) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the call never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    kill_9(rpc).await;
+
+    env.mock
+        .push(MockResponse::text("I will check the marker first."));
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    let end = seen_tool_end(&mut rpc, "c1").await;
+    assert_eq!(end["isError"], true);
+    assert!(
+        result_text(&end).contains("may or may not have happened"),
+        "{end}"
+    );
+    let agent_end = seen_event(&mut rpc, "agent_end").await;
+    assert!(agent_end.to_string().contains("check the marker"));
+    assert!(last_input(&env).contains("may or may not have happened"));
+    rpc.finish().await;
+    let marker = std::fs::read_to_string(env.ws().join("marker")).unwrap();
+    assert_eq!(marker.matches("ran").count(), 1, "started once: {marker}");
+    assert_eq!(call_entries(&env, "c1").await, (1, 1));
+    env.wait_for_audit("c1", "maybe_ran").await;
 }

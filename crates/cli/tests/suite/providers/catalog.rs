@@ -207,7 +207,7 @@ async fn a_clamped_thinking_level_is_reported() {
     assert_eq!(d["level"], "low");
     assert_eq!(d["requested"], "high");
     assert!(d["warning"].as_str().unwrap().contains("using low"));
-    let ev = rpc.event("thinking_level_changed").await;
+    let ev = rpc.announced("thinking_level_changed");
     assert_eq!(ev["level"], "low");
     let c = rpc.ok(json!({"type": "cycle_thinking_level"})).await;
     assert_eq!(c, json!({"level": "off"}));

@@ -269,3 +269,46 @@ async fn host_uris_read_write_errors_and_edit_refusal() {
     // No file named like the URL was created.
     assert!(!env.ws().join("DB:").exists() && !env.ws().join("db:").exists());
 }
+
+#[tokio::test]
+async fn stdin_close_rejects_a_pending_host_uri_request_and_exits_zero() {
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::tool_calls(vec![tool_call(
+            "r1",
+            "read",
+            json!({"path": "db://users/42"}),
+        )]),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    rpc.ok(json!({"type": "set_host_uri_schemes", "schemes": [{"scheme": "db"}]}))
+        .await;
+    rpc.send(json!({"type": "prompt", "message": "read it"}))
+        .await;
+    let req = rpc
+        .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
+        .await;
+    assert_eq!(req["url"], "db://users/42");
+    // The host goes away without answering.
+    let (out, frames) = rpc.finish().await;
+    assert_eq!(out.code(), Some(0), "stderr: {}", out.stderr);
+    let end = frames
+        .iter()
+        .filter_map(event)
+        .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == "r1")
+        .cloned()
+        .expect("the pending read ends");
+    assert_eq!(end["isError"], true, "{end}");
+    // The session was flushed with the refused call answered.
+    let session = env.only_session().await;
+    let answered = serde_json::to_value(session.messages()).unwrap();
+    assert!(
+        answered
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "toolResult" && m["toolCallId"] == "r1" && m["isError"] == true),
+        "{answered}"
+    );
+}

@@ -16,6 +16,7 @@ mod prompt;
 mod queues;
 mod session;
 mod state;
+mod todos;
 mod unattended;
 
 use std::time::Duration;
@@ -164,6 +165,21 @@ impl Rpc {
             .wait_for(&format!("event {ty}"), |f| event_type(f) == Some(ty))
             .await;
         event(&f).cloned().unwrap_or(Value::Null)
+    }
+
+    /// The event of type `ty` a command wrote before its response (the last
+    /// frame read), after the previous response.
+    pub fn announced(&self, ty: &str) -> Value {
+        let (last, before) = self.frames.split_last().expect("a response was read");
+        assert_eq!(last["type"], "response", "{last}");
+        before
+            .iter()
+            .rev()
+            .take_while(|f| f["type"] != "response")
+            .filter_map(event)
+            .find(|e| e["type"] == ty)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {ty} before the response: {:#?}", self.frames))
     }
 
     /// Sends a prompt and waits for its terminal `agent_end`.

@@ -120,6 +120,10 @@ async fn follow_ups(mode: &str) -> (Env, Rpc) {
     rpc.ok(json!({"type": "follow_up", "message": "f2"})).await;
     let state = rpc.ok(json!({"type": "get_state"})).await;
     assert_eq!(state["queuedMessageCount"], 2);
+    assert_eq!(
+        state["pendingMessageCount"], 2,
+        "pi's name for the same count"
+    );
     assert_eq!(state["followUpMode"], mode);
     release(&env);
     rpc.event("agent_end").await;

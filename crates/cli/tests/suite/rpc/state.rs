@@ -106,7 +106,7 @@ async fn modes_thinking_name_and_todos_apply_to_this_session() {
         .ok(json!({"type": "set_thinking_level", "level": "high"}))
         .await;
     assert_eq!(d, json!({"level": "high"}));
-    let ev = rpc.event("thinking_level_changed").await;
+    let ev = rpc.announced("thinking_level_changed");
     assert_eq!(ev["level"], "high");
     let s = rpc.ok(json!({"type": "get_state"})).await;
     assert_eq!(s["steeringMode"], "all");
@@ -128,7 +128,7 @@ async fn modes_thinking_name_and_todos_apply_to_this_session() {
     assert_eq!(r["error"], "Session name cannot be empty");
     rpc.ok(json!({"type": "set_session_name", "name": "probe-session"}))
         .await;
-    let ev = rpc.event("session_info_changed").await;
+    let ev = rpc.announced("session_info_changed");
     assert_eq!(ev["name"], "probe-session");
     let s = rpc.ok(json!({"type": "get_state"})).await;
     assert_eq!(s["sessionName"], "probe-session");
@@ -177,7 +177,7 @@ async fn models_from_configuration() {
         .ok(json!({"type": "set_model", "provider": "custom", "modelId": "mock-model-2"}))
         .await;
     assert_eq!(d["id"], "mock-model-2");
-    let ev = rpc.event("model_changed").await;
+    let ev = rpc.announced("model_changed");
     assert_eq!(ev["modelId"], "mock-model-2");
     rpc.prompt_and_wait("hi").await;
     assert_eq!(

@@ -151,3 +151,56 @@ async fn token_budget_aborts_the_run_and_refuses_more_prompts() {
     assert_eq!(code(&r), "budget_exhausted");
     assert_eq!(r["error"]["budget"], "max_tokens");
 }
+
+#[tokio::test]
+async fn readonly_bash_refuses_commands_that_hide_a_write() {
+    let env = Env::new().await;
+    let attempts = [
+        ("ok1", "cat victim"),
+        ("ok2", "grep -c keep victim | head -1"),
+        ("b1", "ls && rm -rf victim"),
+        ("b2", "echo $(rm victim)"),
+        ("b3", "echo `rm victim`"),
+        ("b4", "bash -c 'rm victim'"),
+        ("b5", "LD_PRELOAD=/nonexistent.so cat victim"),
+        ("b6", "cat victim > copy"),
+        ("b7", "ls\nrm victim"),
+        ("b8", "find . -name victim -delete"),
+        ("b9", "ls | xargs rm"),
+        ("b10", "eval 'rm victim'"),
+    ];
+    env.mock.push_all([
+        MockResponse::tool_calls(
+            attempts
+                .iter()
+                .map(|(id, cmd)| tool_call(id, "bash", json!({"command": cmd})))
+                .collect(),
+        ),
+        MockResponse::text("done"),
+    ]);
+    std::fs::write(env.ws().join("victim"), "keep me").unwrap();
+    let mut rpc = env.rpc(&[]).await;
+    rpc.ok(json!({"type": "negotiate_unattended", "declaration": declaration(1_000_000, 100)}))
+        .await;
+    rpc.prompt_and_wait("try").await;
+    for (id, cmd) in attempts {
+        let end = rpc
+            .events()
+            .into_iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["toolCallId"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no end for {id}"));
+        let text = end["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        let denied = text.contains("action_denied");
+        assert_eq!(denied, id.starts_with('b'), "{cmd:?}: {end}");
+        assert_eq!(end["isError"], denied, "{cmd:?}: {end}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("victim")).unwrap(),
+        "keep me"
+    );
+    assert!(!env.ws().join("copy").exists());
+    rpc.finish().await;
+}

@@ -1,0 +1,672 @@
+//! The PostgreSQL approval store.
+//!
+//! Owns [`PostgresStore`]: one `tokio-postgres` connection per store
+//! (plain TCP or a unix socket, no TLS: meant for a server on the same
+//! machine or a private network), reconnected when the server dropped it,
+//! the schema migrated on open (`pg_schema.rs`), and the SQL for the
+//! [`ApprovalStore`] operations with the same semantics as the SQLite store:
+//! decisions are single `UPDATE ... WHERE id = $ AND revision = $ AND
+//! status = 'pending'` statements, so two processes deciding the same row
+//! cannot both win; consume, finish and reported marks happen once. The
+//! connection string is a secret (it may hold a password): it is only ever
+//! shown through [`redact_dsn`]. It must not know about classes' meaning or
+//! waiting.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use tokio::sync::Mutex;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::pg_schema::migrate;
+use super::{
+    ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate, NewAudit, NewRequest,
+    RequestFilter,
+};
+use crate::error::{Error, Result, describe_postgres};
+use crate::mode::Mode;
+use crate::rules::{Lifetime, Rule, RuleScope};
+
+/// The approvals database on a PostgreSQL server.
+pub struct PostgresStore {
+    config: Config,
+    /// The connection string with any password replaced by `***`.
+    redacted: String,
+    /// The live connection; replaced when the server closed it.
+    conn: Mutex<Conn>,
+}
+
+/// A connection and the statements prepared on it (the same few run on
+/// every turn; preparing one costs a round trip).
+struct Conn {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+impl Conn {
+    fn new(client: Client) -> Self {
+        Self {
+            client,
+            statements: HashMap::new(),
+        }
+    }
+
+    async fn prepare(&mut self, sql: &str) -> Result<Statement> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.redacted)
+            .finish_non_exhaustive()
+    }
+}
+
+const REQUEST_COLUMNS: &str = "id, workspace, session_id, call_id, tool, operation, args_json, \
+    digest, class, reason, understood, offer_json, delivery, status, note, by_message, stop_turn, \
+    decided_by, approved_by, rule_id, idempotency_key, revision, created_at, decided_at, \
+    expires_at, consumed_at, finished_at, outcome, outcome_is_error, reported_at";
+
+const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kind, scope_value, label, \
+    session_id, created_at, created_from, last_matched_at, match_count";
+
+const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
+    mode, outcome, approved_by, rule_ids, decider, detail";
+
+/// `dsn` with the password (in a URL's user info, or a `password`
+/// parameter) replaced by `***`, for messages and `config show`.
+pub fn redact_dsn(dsn: &str) -> String {
+    let mut out = dsn.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
+            }
+        }
+    }
+    redact_password_params(&out)
+}
+
+/// Replaces the value of every `password=` parameter (URL query or
+/// `key=value` form) by `***`.
+fn redact_password_params(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut search = 0;
+    while let Some(found) = lower[search..].find("password") {
+        let start = search + found;
+        let boundary = start == 0 || matches!(lower.as_bytes()[start - 1], b'?' | b'&' | b' ');
+        let mut value_start = start + "password".len();
+        while lower.as_bytes().get(value_start) == Some(&b' ') {
+            value_start += 1;
+        }
+        if !boundary || lower.as_bytes().get(value_start) != Some(&b'=') {
+            search = start + 1;
+            continue;
+        }
+        value_start += 1;
+        while lower.as_bytes().get(value_start) == Some(&b' ') {
+            value_start += 1;
+        }
+        let value_end = if lower.as_bytes().get(value_start) == Some(&b'\'') {
+            lower[value_start + 1..]
+                .find('\'')
+                .map_or(lower.len(), |i| value_start + 1 + i + 1)
+        } else {
+            lower[value_start..]
+                .find(['&', ' ', '#'])
+                .map_or(lower.len(), |i| value_start + i)
+        };
+        out.push_str(&text[copied..value_start]);
+        out.push_str("***");
+        copied = value_end;
+        search = value_end.max(start + 1);
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+impl PostgresStore {
+    /// Connects to the server at `dsn` (a `postgres://` URL or a
+    /// `key=value` connection string) and migrates the schema.
+    pub async fn open(dsn: &str) -> Result<Self> {
+        let redacted = redact_dsn(dsn);
+        let config = Config::from_str(dsn)
+            .map_err(|e| Error::Config(format!("invalid PostgreSQL connection string: {e}")))?;
+        let mut client = connect(&config).await?;
+        migrate(&mut client).await?;
+        Ok(Self {
+            config,
+            redacted,
+            conn: Mutex::new(Conn::new(client)),
+        })
+    }
+
+    /// The connection string with any password hidden.
+    pub fn redacted_url(&self) -> &str {
+        &self.redacted
+    }
+
+    /// The connection, reconnected first when the server closed it.
+    async fn conn(&self) -> Result<tokio::sync::MutexGuard<'_, Conn>> {
+        let mut guard = self.conn.lock().await;
+        if guard.client.is_closed() {
+            tracing::warn!(url = %self.redacted, "the approvals database connection was closed; reconnecting");
+            *guard = Conn::new(connect(&self.config).await?);
+        }
+        Ok(guard)
+    }
+
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let mut conn = self.conn().await?;
+        let statement = conn.prepare(sql).await?;
+        Ok(conn.client.query(&statement, params).await?)
+    }
+
+    async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
+        let mut conn = self.conn().await?;
+        let statement = conn.prepare(sql).await?;
+        Ok(conn.client.query_opt(&statement, params).await?)
+    }
+
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let mut conn = self.conn().await?;
+        let statement = conn.prepare(sql).await?;
+        Ok(conn.client.execute(&statement, params).await?)
+    }
+
+    async fn get_request_row(&self, id: &str) -> Result<Option<ApprovalRecord>> {
+        let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE id = $1");
+        self.query_opt(&sql, &[&id])
+            .await?
+            .map(|r| record(&r))
+            .transpose()
+    }
+}
+
+/// Opens a connection and runs its driver on the runtime.
+async fn connect(config: &Config) -> Result<Client> {
+    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
+        Error::Config(format!(
+            "cannot connect to the PostgreSQL server: {}",
+            describe_postgres(&e)
+        ))
+    })?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "the approvals database connection failed");
+        }
+    });
+    Ok(client)
+}
+
+fn parse<T: FromStr<Err = Error>>(row: &Row, idx: usize) -> Result<T> {
+    row.try_get::<_, String>(idx)?.parse()
+}
+
+fn parse_opt<T: FromStr<Err = Error>>(row: &Row, idx: usize) -> Result<Option<T>> {
+    row.try_get::<_, Option<String>>(idx)?
+        .map(|s| s.parse())
+        .transpose()
+}
+
+fn json<T: serde::de::DeserializeOwned>(row: &Row, idx: usize) -> Result<T> {
+    Ok(serde_json::from_str(&row.try_get::<_, String>(idx)?)?)
+}
+
+fn json_opt<T: serde::de::DeserializeOwned>(row: &Row, idx: usize) -> Result<Option<T>> {
+    Ok(row
+        .try_get::<_, Option<String>>(idx)?
+        .map(|s| serde_json::from_str(&s))
+        .transpose()?)
+}
+
+fn record(row: &Row) -> Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: row.try_get(0)?,
+        workspace: row.try_get(1)?,
+        session_id: row.try_get(2)?,
+        call_id: row.try_get(3)?,
+        tool: row.try_get(4)?,
+        operation: row.try_get(5)?,
+        args: json(row, 6)?,
+        digest: row.try_get(7)?,
+        class: parse(row, 8)?,
+        reason: row.try_get(9)?,
+        understood: row.try_get(10)?,
+        offer: json_opt(row, 11)?,
+        delivery: parse(row, 12)?,
+        status: parse(row, 13)?,
+        note: row.try_get(14)?,
+        by_message: row.try_get(15)?,
+        stop_turn: row.try_get(16)?,
+        decided_by: row.try_get(17)?,
+        approved_by: parse_opt(row, 18)?,
+        rule_id: row.try_get(19)?,
+        idempotency_key: row.try_get(20)?,
+        revision: row.try_get(21)?,
+        created_at: row.try_get(22)?,
+        decided_at: row.try_get(23)?,
+        expires_at: row.try_get(24)?,
+        consumed_at: row.try_get(25)?,
+        finished_at: row.try_get(26)?,
+        outcome: row.try_get(27)?,
+        outcome_is_error: row.try_get(28)?,
+        reported_at: row.try_get(29)?,
+    })
+}
+
+fn rule(row: &Row) -> Result<Rule> {
+    let kind: String = row.try_get(4)?;
+    let value: String = row.try_get(5)?;
+    let session: Option<String> = row.try_get(7)?;
+    Ok(Rule {
+        id: row.try_get(0)?,
+        workspace: row.try_get(1)?,
+        tool: row.try_get(2)?,
+        operation: row.try_get(3)?,
+        scope: RuleScope::from_parts(&kind, &value)?,
+        label: row.try_get(6)?,
+        lifetime: match session {
+            Some(session_id) => Lifetime::Session { session_id },
+            None => Lifetime::Permanent,
+        },
+        created_at: row.try_get(8)?,
+        created_from: row.try_get(9)?,
+        last_matched_at: row.try_get(10)?,
+        match_count: row.try_get(11)?,
+    })
+}
+
+fn audit(row: &Row) -> Result<AuditEntry> {
+    Ok(AuditEntry {
+        id: row.try_get(0)?,
+        entry: NewAudit {
+            at: row.try_get(1)?,
+            workspace: row.try_get(2)?,
+            session_id: row.try_get(3)?,
+            call_id: row.try_get(4)?,
+            request_id: row.try_get(5)?,
+            tool: row.try_get(6)?,
+            class: parse_opt(row, 7)?,
+            mode: parse_opt(row, 8)?,
+            outcome: row.try_get(9)?,
+            approved_by: parse_opt(row, 10)?,
+            rule_ids: json(row, 11)?,
+            decider: row.try_get(12)?,
+            detail: row.try_get(13)?,
+        },
+    })
+}
+
+/// `LIMIT $n` takes NULL as "no limit".
+fn limit_value(limit: Option<usize>) -> Option<i64> {
+    limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+/// A `WHERE` clause over text columns that equal the given values, the
+/// values numbered from `$1`.
+fn where_equal(filters: Vec<(&str, Option<String>)>) -> (String, Vec<String>) {
+    let mut clauses = Vec::new();
+    let mut values = Vec::new();
+    for (column, value) in filters {
+        if let Some(v) = value {
+            values.push(v);
+            clauses.push(format!("{column} = ${}", values.len()));
+        }
+    }
+    let sql = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    (sql, values)
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresStore {
+    async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
+        let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;
+        let args = serde_json::to_string(&r.args)?;
+        let sql = format!(
+            "INSERT INTO approval_requests (id, workspace, session_id, call_id, tool, \
+             operation, args_json, digest, class, reason, understood, offer_json, delivery, \
+             status, revision, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, $15) \
+             RETURNING {REQUEST_COLUMNS}"
+        );
+        let row = self
+            .query_opt(
+                &sql,
+                &[
+                    &r.id,
+                    &r.workspace,
+                    &r.session_id,
+                    &r.call_id,
+                    &r.tool,
+                    &r.operation,
+                    &args,
+                    &r.digest,
+                    &r.class.as_str(),
+                    &r.reason,
+                    &r.understood,
+                    &offer,
+                    &r.delivery.as_str(),
+                    &r.created_at,
+                    &r.expires_at,
+                ],
+            )
+            .await?;
+        match row {
+            Some(row) => record(&row),
+            None => Err(Error::RequestNotFound(r.id)),
+        }
+    }
+
+    async fn get_request(&self, id: &str) -> Result<Option<ApprovalRecord>> {
+        self.get_request_row(id).await
+    }
+
+    async fn latest_for_call(
+        &self,
+        session_id: &str,
+        call_id: &str,
+    ) -> Result<Option<ApprovalRecord>> {
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM approval_requests \
+             WHERE session_id = $1 AND call_id = $2 ORDER BY created_at DESC, seq DESC LIMIT 1"
+        );
+        self.query_opt(&sql, &[&session_id, &call_id])
+            .await?
+            .map(|r| record(&r))
+            .transpose()
+    }
+
+    async fn list_requests(&self, filter: RequestFilter) -> Result<Vec<ApprovalRecord>> {
+        let (where_sql, values) = where_equal(vec![
+            ("workspace", filter.workspace),
+            ("session_id", filter.session_id),
+            ("status", filter.status.map(|s| s.as_str().to_owned())),
+            ("delivery", filter.delivery.map(|d| d.as_str().to_owned())),
+        ]);
+        let limit = limit_value(filter.limit);
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS} FROM approval_requests {where_sql} \
+             ORDER BY created_at DESC, seq DESC LIMIT ${}",
+            values.len() + 1
+        );
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        params.push(&limit);
+        self.query(&sql, &params)
+            .await?
+            .iter()
+            .map(record)
+            .collect()
+    }
+
+    async fn decide(
+        &self,
+        id: &str,
+        revision: i64,
+        u: DecisionUpdate,
+    ) -> Result<Option<ApprovalRecord>> {
+        let sql = format!(
+            "UPDATE approval_requests SET status = $1, note = $2, by_message = $3, \
+             stop_turn = $4, decided_by = $5, approved_by = $6, rule_id = $7, \
+             idempotency_key = $8, decided_at = $9, revision = revision + 1 \
+             WHERE id = $10 AND revision = $11 AND status = 'pending' \
+             RETURNING {REQUEST_COLUMNS}"
+        );
+        let approved_by = u.approved_by.map(|a| a.as_str());
+        self.query_opt(
+            &sql,
+            &[
+                &u.status.as_str(),
+                &u.note,
+                &u.by_message,
+                &u.stop_turn,
+                &u.decided_by,
+                &approved_by,
+                &u.rule_id,
+                &u.idempotency_key,
+                &u.decided_at,
+                &id,
+                &revision,
+            ],
+        )
+        .await?
+        .map(|r| record(&r))
+        .transpose()
+    }
+
+    async fn consume(&self, id: &str, at: i64) -> Result<bool> {
+        Ok(self
+            .execute(
+                "UPDATE approval_requests SET consumed_at = $1 \
+                 WHERE id = $2 AND status <> 'pending' AND consumed_at IS NULL",
+                &[&at, &id],
+            )
+            .await?
+            == 1)
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        at: i64,
+        outcome: Option<String>,
+        is_error: bool,
+    ) -> Result<bool> {
+        Ok(self
+            .execute(
+                "UPDATE approval_requests SET finished_at = $1, outcome = $2, \
+                 outcome_is_error = $3 WHERE id = $4 AND finished_at IS NULL",
+                &[&at, &outcome, &is_error, &id],
+            )
+            .await?
+            == 1)
+    }
+
+    async fn has_unreported_drafts(&self, session_id: &str) -> Result<bool> {
+        let row = self
+            .query_opt(
+                "SELECT EXISTS (SELECT 1 FROM approval_requests \
+                 WHERE session_id = $1 AND delivery = 'draft' AND reported_at IS NULL)",
+                &[&session_id],
+            )
+            .await?;
+        Ok(match row {
+            Some(row) => row.try_get(0)?,
+            None => false,
+        })
+    }
+
+    async fn mark_reported(&self, ids: &[String], at: i64) -> Result<()> {
+        // One statement: all of them or none.
+        self.execute(
+            "UPDATE approval_requests SET reported_at = $1 \
+             WHERE id = ANY($2) AND reported_at IS NULL",
+            &[&at, &ids],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_rule(&self, r: Rule) -> Result<()> {
+        let session = match &r.lifetime {
+            Lifetime::Permanent => None,
+            Lifetime::Session { session_id } => Some(session_id.clone()),
+        };
+        self.execute(
+            "INSERT INTO approval_rules (id, workspace, tool, operation, scope_kind, \
+             scope_value, label, session_id, created_at, created_from, last_matched_at, \
+             match_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            &[
+                &r.id,
+                &r.workspace,
+                &r.tool,
+                &r.operation,
+                &r.scope.kind(),
+                &r.scope.value(),
+                &r.label,
+                &session,
+                &r.created_at,
+                &r.created_from,
+                &r.last_matched_at,
+                &r.match_count,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn list_rules(&self, workspace: Option<&str>) -> Result<Vec<Rule>> {
+        let rows = match workspace {
+            Some(ws) => {
+                let sql = format!(
+                    "SELECT {RULE_COLUMNS} FROM approval_rules WHERE workspace = $1 \
+                     ORDER BY created_at, seq"
+                );
+                self.query(&sql, &[&ws]).await?
+            }
+            None => {
+                let sql =
+                    format!("SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, seq");
+                self.query(&sql, &[]).await?
+            }
+        };
+        rows.iter().map(rule).collect()
+    }
+
+    async fn get_rule(&self, id: &str) -> Result<Option<Rule>> {
+        let sql = format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = $1");
+        self.query_opt(&sql, &[&id])
+            .await?
+            .map(|r| rule(&r))
+            .transpose()
+    }
+
+    async fn delete_rule(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .execute("DELETE FROM approval_rules WHERE id = $1", &[&id])
+            .await?
+            == 1)
+    }
+
+    async fn touch_rules(&self, ids: &[String], at: i64) -> Result<()> {
+        self.execute(
+            "UPDATE approval_rules SET match_count = match_count + 1, last_matched_at = $1 \
+             WHERE id = ANY($2)",
+            &[&at, &ids],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn get_mode(&self, workspace: &str) -> Result<Option<Mode>> {
+        let row = self
+            .query_opt(
+                "SELECT mode FROM approval_modes WHERE workspace = $1",
+                &[&workspace],
+            )
+            .await?;
+        row.map(|r| parse(&r, 0)).transpose()
+    }
+
+    async fn set_mode(&self, workspace: &str, mode: Mode, at: i64) -> Result<()> {
+        self.execute(
+            "INSERT INTO approval_modes (workspace, mode, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (workspace) DO UPDATE SET mode = excluded.mode, \
+             updated_at = excluded.updated_at",
+            &[&workspace, &mode.as_str(), &at],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn append_audit(&self, e: NewAudit) -> Result<()> {
+        let rule_ids = serde_json::to_string(&e.rule_ids)?;
+        self.execute(
+            "INSERT INTO approval_audit (at, workspace, session_id, call_id, request_id, tool, \
+             class, mode, outcome, approved_by, rule_ids, decider, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            &[
+                &e.at,
+                &e.workspace,
+                &e.session_id,
+                &e.call_id,
+                &e.request_id,
+                &e.tool,
+                &e.class.map(|c| c.as_str()),
+                &e.mode.map(|m| m.as_str()),
+                &e.outcome,
+                &e.approved_by.map(|a| a.as_str()),
+                &rule_ids,
+                &e.decider,
+                &e.detail,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditEntry>> {
+        let (where_sql, values) = where_equal(vec![
+            ("workspace", filter.workspace),
+            ("call_id", filter.call_id),
+            ("request_id", filter.request_id),
+        ]);
+        let limit = limit_value(filter.limit);
+        let sql = format!(
+            "SELECT {AUDIT_COLUMNS} FROM approval_audit {where_sql} ORDER BY id DESC LIMIT ${}",
+            values.len() + 1
+        );
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        params.push(&limit);
+        self.query(&sql, &params).await?.iter().map(audit).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_dsn;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact_dsn("postgres://keel:s3cret@127.0.0.1:5432/keel"),
+            "postgres://keel:***@127.0.0.1:5432/keel"
+        );
+        assert_eq!(
+            redact_dsn("postgresql://keel@db/keel?password=s3cret&sslmode=disable"),
+            "postgresql://keel@db/keel?password=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_dsn("host=db user=keel password='a b' dbname=keel"),
+            "host=db user=keel password=*** dbname=keel"
+        );
+        assert_eq!(
+            redact_dsn("postgres://keel@127.0.0.1/keel"),
+            "postgres://keel@127.0.0.1/keel"
+        );
+        assert_eq!(redact_dsn("host=/run/pg user=x"), "host=/run/pg user=x");
+    }
+}
