@@ -278,12 +278,6 @@ mod exec {
             .args(["--model-path", &model.display().to_string()])
     }
 
-    /// A `message_update` carrying generated text (not just the start of
-    /// the message, which comes before the prompt is evaluated).
-    fn is_text_delta(v: &Value) -> bool {
-        v["type"] == "message_update" && v.to_string().contains("\"text_delta\"")
-    }
-
     const COUNT: &str = "Count from 1 to 1000, one number per line, and nothing else.";
 
     #[tokio::test]
@@ -293,10 +287,18 @@ mod exec {
         let ws = tempfile::tempdir().unwrap();
         let mut child = counting(&model, ws.path(), home.path(), &["exec", "--json"])
             .arg(COUNT)
+            .env("RUST_LOG", "keel_llm=info")
             .spawn()
             .await
             .unwrap();
-        next_json(&mut child, is_text_delta).await;
+        // Once the model is loaded llama.cpp works on the call: it
+        // evaluates keel's ~2,000-token prompt (seconds for the small
+        // model), then generates. The interrupt lands in that work,
+        // whatever the model would have answered.
+        child
+            .wait_for_stderr(SLOW, |l| l.contains("local model loaded"))
+            .await
+            .unwrap();
         child.signal("INT").await.unwrap();
         let out = child.wait().await.unwrap();
         assert_eq!(out.code(), Some(130), "stderr: {}", out.stderr);
@@ -304,5 +306,44 @@ mod exec {
         assert_eq!(last["type"], "agent_end", "{last}");
         let answer = last["messages"].as_array().unwrap().last().unwrap();
         assert_eq!(answer["stopReason"], "aborted", "{answer}");
+    }
+
+    #[tokio::test]
+    async fn rpc_abort_stops_the_model_and_the_session_goes_on() {
+        let Some(model) = small_model() else { return };
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let mut rpc = counting(
+            &model,
+            ws.path(),
+            home.path(),
+            &["--mode", "rpc", "--rpc-flat-events"],
+        )
+        .env("RUST_LOG", "keel_llm=info")
+        .spawn()
+        .await
+        .unwrap();
+        next_json(&mut rpc, |v| v["type"] == "ready").await;
+        let prompt = json!({"id": "p", "type": "prompt", "message": COUNT});
+        rpc.send_line(&prompt.to_string()).await.unwrap();
+        rpc.wait_for_stderr(SLOW, |l| l.contains("local model loaded"))
+            .await
+            .unwrap();
+        rpc.send_line(r#"{"id": "a", "type": "abort"}"#)
+            .await
+            .unwrap();
+        let end = next_json(&mut rpc, |v| v["type"] == "agent_end").await;
+        let answer = end["messages"].as_array().unwrap().last().unwrap();
+        assert_eq!(answer["stopReason"], "aborted", "{answer}");
+        next_json(&mut rpc, |v| v["id"] == "a" && v["success"] == true).await;
+        // The process still serves: the state says nothing runs.
+        rpc.send_line(r#"{"id": "s", "type": "get_state"}"#)
+            .await
+            .unwrap();
+        let state = next_json(&mut rpc, |v| v["id"] == "s").await;
+        assert_eq!(state["data"]["isStreaming"], false, "{state}");
+        rpc.close_stdin();
+        let out = rpc.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "stderr: {}", out.stderr);
     }
 }

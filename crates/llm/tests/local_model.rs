@@ -222,7 +222,10 @@ mod model {
             second.cache_read + 2 >= first.input + first.output,
             "first {first:?}, second {second:?}"
         );
-        assert!(second.input < 40, "{second:?}");
+        // Only the new suffix is evaluated: the tool result, and when the
+        // small model asks for the same call again, the note that makes it
+        // answer instead (about 40 tokens). The rest came from the cache.
+        assert!(second.input < second.cache_read / 2, "{second:?}");
     }
 
     #[tokio::test]

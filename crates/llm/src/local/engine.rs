@@ -48,6 +48,12 @@ const PROMPT_BATCH: usize = 128;
 /// The text-only grammar, built once.
 static TEXT_ONLY: std::sync::LazyLock<String> = std::sync::LazyLock::new(text_grammar);
 
+/// What the model reads when it asked again for a call whose result it
+/// already has: answer now, in words.
+const ANSWER_NOW: &str = "You already have the results of the tools you called above. \
+Do not call a tool again. Answer my request now in plain text: say what you did and what \
+the output was.";
+
 /// What one generation produced.
 struct Attempt {
     input: u64,
@@ -315,8 +321,8 @@ impl Loaded<'_> {
         events: &mpsc::UnboundedSender<Result<ModelEvent>>,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        let messages = template_messages(&request.system_prompt, &request.messages);
-        let prompt = self
+        let mut messages = template_messages(&request.system_prompt, &request.messages);
+        let mut prompt = self
             .template
             .render(&messages, &request.tools, true)
             .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
@@ -342,7 +348,10 @@ impl Loaded<'_> {
             usage.output += out.generated;
             usage.total_tokens = out.total;
             // A call the model already has the result of, asked for again
-            // (see `is_repeat`): make it answer in text instead (once).
+            // (see `is_repeat`): make it answer in text instead (once). The
+            // grammar alone leaves a small model lost (it tends to refuse);
+            // a note after the results says what is wanted. The note is
+            // part of this call's prompt only, never of the session.
             let fresh: Vec<ParsedCall> = out
                 .calls
                 .iter()
@@ -357,6 +366,11 @@ impl Loaded<'_> {
                     calls = out.calls.len(),
                     "local model repeated a call; asking for an answer"
                 );
+                messages.push(serde_json::json!({"role": "user", "content": ANSWER_NOW}));
+                prompt = self
+                    .template
+                    .render(&messages, &request.tools, true)
+                    .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
                 grammar = Some(TEXT_ONLY.clone());
                 continue;
             }
