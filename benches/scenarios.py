@@ -315,7 +315,8 @@ def approval_rpc(c, runs):
 
 
 def approval_xproc(keel, c, runs):
-    """`keel exec --json` waits on a held call; `keel approvals approve <id>` runs as another
+    """`keel exec --json --wait-approvals` waits on a held call (without a terminal exec would
+    otherwise make a draft and go on); `keel approvals approve <id>` runs as another
     process; time from that process's exit (the decision is committed) to the
     tool_execution_start line of the waiting exec."""
     env, out = dict(c.envmap), []
@@ -323,7 +324,7 @@ def approval_xproc(keel, c, runs):
         return {"error": "expected a keel --mode rpc contestant"}
     base = c.argv[3:]
     for i in range(runs):
-        argv = [keel, "exec", "--json", "--approval-mode", "everything", *base,
+        argv = [keel, "exec", "--json", "--wait-approvals", "--approval-mode", "everything", *base,
                 "RUN: touch xproc-%d.txt" % i]
         proc = subprocess.Popen(argv, cwd=c.cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
