@@ -28,8 +28,6 @@ use crate::thread_state::LoadedThread;
 
 /// Default limit on one inbound frame, in bytes.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
-/// Default time an approval request waits for an answer.
-pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// What the binary provides: the configured models and their providers.
 pub trait ModelSource: Send + Sync {
@@ -73,7 +71,10 @@ pub struct AppServerConfig {
     /// The directory new threads use when `thread/start` names none.
     pub default_cwd: PathBuf,
     pub max_frame_bytes: usize,
-    pub approval_timeout: Duration,
+    /// How long every approval request waits for an answer, over
+    /// `[approvals] expire_after` and `[approvals.expire_after_by_class]`
+    /// of `config.toml`; `None`: as configured there (default 7 days).
+    pub approval_timeout: Option<Duration>,
     /// keel's version, for `userAgent` and `cliVersion`.
     pub version: String,
 }
@@ -84,7 +85,7 @@ impl AppServerConfig {
             home,
             default_cwd,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
-            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            approval_timeout: None,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
@@ -134,23 +135,27 @@ impl Runtime {
 
     /// The approvals engine on the configured store (`$KEEL_HOME/keel.db`
     /// unless `[approvals] store` or `KEEL_APPROVALS_DATABASE_URL` says
-    /// otherwise; held calls expire
-    /// after `approval_timeout`), or why it could not be opened: then every
-    /// tool call that would need a decision is denied, saying why.
+    /// otherwise; held calls expire as `[approvals]` configures, or after
+    /// `approval_timeout` whatever their class when that is set), or why it
+    /// could not be opened: then every tool call that would need a decision
+    /// is denied, saying why.
     pub async fn approvals(&self) -> Result<&ApprovalEngine, &str> {
         self.approvals
             .get_or_init(|| async {
-                let config = EngineConfig {
-                    default_ttl: self.config.approval_timeout,
-                    ..EngineConfig::default()
+                let home = &self.config.home;
+                let clock = Arc::new(keel_core::keel_approvals::SystemClock);
+                let opened = match self.config.approval_timeout {
+                    None => ApprovalEngine::open_home(home, clock).await,
+                    Some(timeout) => {
+                        let config = EngineConfig {
+                            default_ttl: timeout,
+                            class_ttl: Vec::new(),
+                            ..EngineConfig::default()
+                        };
+                        ApprovalEngine::open_home_with(home, clock, config).await
+                    }
                 };
-                ApprovalEngine::open_home(
-                    &self.config.home,
-                    Arc::new(keel_core::keel_approvals::SystemClock),
-                    config,
-                )
-                .await
-                .map_err(|e| {
+                opened.map_err(|e| {
                     let reason = e.to_string();
                     tracing::error!("{reason}");
                     reason

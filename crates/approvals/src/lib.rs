@@ -57,6 +57,7 @@ mod engine;
 mod error;
 pub mod mode;
 pub mod rules;
+pub mod settings;
 pub mod shell;
 pub mod store;
 
@@ -69,6 +70,7 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use mode::Mode;
 pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
+pub use settings::{format_expiry, parse_expiry};
 pub use shell::{ShellAnalysis, ShellCommand, ShellWord, analyze};
 pub use store::{
     ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, Delivery, PostgresStore,

@@ -181,7 +181,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         config.max_frame_bytes = n;
     }
     if let Some(secs) = args.approval_timeout_secs.filter(|s| *s > 0) {
-        config.approval_timeout = std::time::Duration::from_secs(secs);
+        config.approval_timeout = Some(std::time::Duration::from_secs(secs));
     }
     let auth = args.ws.settings();
     if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {

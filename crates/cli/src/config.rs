@@ -34,6 +34,10 @@
 //!
 //! [approvals]                # see config::approvals
 //! store = "postgres://keel@127.0.0.1:5432/keel"   # default: $KEEL_HOME/keel.db
+//! expire_after = "7d"        # how long a held call waits (the default)
+//!
+//! [approvals.expire_after_by_class]
+//! money = "1h"
 //! ```
 //!
 //! This module owns the file's shape, loading it ([`Settings`]), and
@@ -65,7 +69,7 @@ use crate::GlobalArgs;
 
 mod approvals;
 mod compaction;
-pub use approvals::{ApprovalsSection, store_line};
+pub use approvals::{ApprovalsSection, expiry_lines, store_line};
 pub use compaction::CompactionSection;
 
 /// Flags that pick the model and provider.
@@ -115,7 +119,8 @@ pub struct ConfigFile {
     pub retry: RetrySection,
     #[serde(default)]
     pub compaction: CompactionSection,
-    /// `[approvals]`: where the approvals database lives.
+    /// `[approvals]`: where the approvals database lives, when held calls
+    /// expire.
     #[serde(default)]
     pub approvals: ApprovalsSection,
 }
@@ -401,6 +406,9 @@ impl Settings {
         let config_path = home.join("config.toml");
         let file = load_file(&config_path)?;
         let catalog = Catalog::with_user_models(&file.models)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
+        file.approvals
+            .check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
         Ok(Settings {
             retry: file.retry.policy(),

@@ -124,6 +124,9 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
         &settings.home,
         &settings.file.approvals,
     ));
+    for line in crate::config::expiry_lines(&settings.file.approvals) {
+        print_line(&line);
+    }
     let r = match settings.resolve(args) {
         Ok(r) => r,
         Err(e) => {

@@ -120,15 +120,11 @@ impl EngineGate {
 
     /// Opens the engine on the approvals store configured for the keel
     /// home `home` (`keel.db` in it unless configured otherwise, see
-    /// `keel_approvals::StoreLocation::for_home`). When that fails the gate
-    /// still exists and denies every call, saying why.
+    /// `keel_approvals::StoreLocation::for_home`), with the expiry it
+    /// configures (`keel_approvals::EngineConfig::for_home`). When that
+    /// fails the gate still exists and denies every call, saying why.
     pub async fn open(home: &Path, workspace: impl Into<String>) -> Self {
-        let opened = ApprovalEngine::open_home(
-            home,
-            Arc::new(keel_approvals::SystemClock),
-            keel_approvals::EngineConfig::default(),
-        )
-        .await;
+        let opened = ApprovalEngine::open_home(home, Arc::new(keel_approvals::SystemClock)).await;
         match opened {
             Ok(engine) => Self::new(engine, workspace),
             Err(e) => {

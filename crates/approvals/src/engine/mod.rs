@@ -39,7 +39,8 @@ use crate::store::{
 
 pub use drafts::DraftOutcome;
 
-/// Tunables of an engine.
+/// Tunables of an engine. The expiry is configured under `[approvals]` in
+/// `config.toml` ([`EngineConfig::for_home`], see [`crate::settings`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
     /// How long a held call waits before it expires (default 7 days).
@@ -62,6 +63,7 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// How long a held call of `class` waits before it expires.
     pub fn ttl(&self, class: Class) -> Duration {
         self.class_ttl
             .iter()
@@ -271,10 +273,20 @@ impl ApprovalEngine {
 
     /// An engine over the configured store of the keel home `home`
     /// ([`StoreLocation::for_home`]: `KEEL_APPROVALS_DATABASE_URL`, else
-    /// `[approvals] store` in `config.toml`, else `home/keel.db`). Every
-    /// keel process opens its approvals through here, so they agree. An
-    /// error names the store (a password hidden).
-    pub async fn open_home(
+    /// `[approvals] store` in `config.toml`, else `home/keel.db`), with the
+    /// configured expiry ([`EngineConfig::for_home`]: `[approvals]
+    /// expire_after` and `[approvals.expire_after_by_class]`). Every keel
+    /// process opens its approvals through here, so they agree. An error
+    /// names the store (a password hidden) or the setting that is wrong.
+    pub async fn open_home(home: &Path, clock: Arc<dyn Clock>) -> Result<Self> {
+        let config = EngineConfig::for_home(home)?;
+        Self::open_home_with(home, clock, config).await
+    }
+
+    /// [`open_home`](Self::open_home) with `config` instead of the
+    /// configured settings (a caller that overrides them, for example with
+    /// a command-line flag, starts from [`EngineConfig::for_home`]).
+    pub async fn open_home_with(
         home: &Path,
         clock: Arc<dyn Clock>,
         config: EngineConfig,

@@ -3,7 +3,8 @@
 //! Owns [`StoreLocation`]: the SQLite file `$KEEL_HOME/keel.db` (the
 //! default), another SQLite file, or a PostgreSQL server; read from
 //! `KEEL_APPROVALS_DATABASE_URL`, else `store` under `[approvals]` in
-//! `$KEEL_HOME/config.toml` ([`StoreLocation::for_home`]), and opened as an
+//! `$KEEL_HOME/config.toml` ([`StoreLocation::for_home`]; the section is
+//! read by [`crate::settings`]), and opened as an
 //! [`ApprovalStore`] ([`StoreLocation::open`]). Every process that opens
 //! the approvals (the engine of `keel exec` and `keel rpc`, `keel
 //! approvals`, the app-server) goes through here so they all agree. A
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use super::postgres::{PostgresStore, redact_dsn};
 use super::{ApprovalStore, SqliteStore};
 use crate::error::{Error, Result};
+use crate::settings::approvals_table;
 
 /// The environment variable that picks the store (over `config.toml`).
 pub const STORE_ENV: &str = "KEEL_APPROVALS_DATABASE_URL";
@@ -132,19 +134,7 @@ impl StoreLocation {
 /// `store` under `[approvals]` in the file at `path` (absent file, table or
 /// key: `None`).
 fn configured_store(path: &Path) -> Result<Option<String>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        Error::Config(format!(
-            "invalid {}: {}",
-            path.display(),
-            e.message().trim()
-        ))
-    })?;
-    let Some(approvals) = table.get("approvals") else {
+    let Some(approvals) = approvals_table(path)? else {
         return Ok(None);
     };
     match approvals.get("store") {

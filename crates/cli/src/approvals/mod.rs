@@ -18,8 +18,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use keel_core::keel_approvals::{
-    ApprovalEngine, ApprovalRecord, AuditEntry, Decision, Delivery, EngineConfig, Lifetime, Mode,
-    PendingRequest, RequestFilter, Rule, RuleScope, Status,
+    ApprovalEngine, ApprovalRecord, AuditEntry, Decision, Delivery, Lifetime, Mode, PendingRequest,
+    RequestFilter, Rule, RuleScope, Status,
 };
 use keel_tools::{ToolContext, builtin_tools};
 use tokio_util::sync::CancellationToken;
@@ -116,12 +116,8 @@ pub enum RulesCommand {
 
 pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
     let home = home_dir(global)?;
-    let engine = ApprovalEngine::open_home(
-        &home,
-        Arc::new(keel_core::keel_approvals::SystemClock),
-        EngineConfig::default(),
-    )
-    .await?;
+    let engine =
+        ApprovalEngine::open_home(&home, Arc::new(keel_core::keel_approvals::SystemClock)).await?;
     let cwd = match &args.workspace {
         Some(c) => std::path::absolute(c)?,
         None => std::env::current_dir().context("cannot read the current directory")?,

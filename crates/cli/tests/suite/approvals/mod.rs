@@ -1,9 +1,11 @@
 //! Approvals end to end: the real binary against the mock model, in RPC
 //! mode (`rpc.rs`, `restart.rs`) and in `keel exec` with decisions from a
-//! second `keel approvals` process (`exec.rs`), and on a real PostgreSQL
-//! server (`postgres.rs`). Every wait is bounded.
+//! second `keel approvals` process (`exec.rs`), decline-and-stop, expiry
+//! and several held calls in one message (`more.rs`), and on a real
+//! PostgreSQL server (`postgres.rs`). Every wait is bounded.
 
 mod exec;
+mod more;
 mod postgres;
 mod restart;
 mod rpc;
