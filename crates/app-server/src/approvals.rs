@@ -388,35 +388,8 @@ impl ApprovalGate for AppServerGate {
         let Ok(engine) = runtime.approvals().await else {
             return;
         };
-        let rows = match engine
-            .requests(RequestFilter {
-                session_id: Some(session_id.to_owned()),
-                status: Some(Status::Pending),
-                delivery: Some(Delivery::Wait),
-                ..Default::default()
-            })
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::error!(error = %e, "listing the calls an aborted turn waited on failed");
-                return;
-            }
-        };
-        for row in rows {
-            match engine.cancel(&row.id, "abort").await {
-                Ok(true) => {
-                    let _ = engine
-                        .settle(Resolution::Cancelled {
-                            request_id: row.id.clone(),
-                        })
-                        .await;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed")
-                }
-            }
+        if let Err(e) = engine.cancel_waiting(session_id, "abort").await {
+            tracing::error!(error = %e, "cancelling the calls an aborted turn waited on failed");
         }
     }
 }

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use keel_approvals::{
-    ApprovalEngine, ApprovalRecord, CallContext, Class, Delivery, GateOutcome, PendingRequest,
-    RequestFilter, Resolution, Status, ToolOrigin, classify, messages,
+    ApprovalEngine, ApprovalRecord, CallContext, Class, GateOutcome, PendingRequest, Resolution,
+    Status, ToolOrigin, classify, messages,
 };
 
 use crate::deps::{ApprovalGate, GateDecision, Recovery, ToolCallInfo};
@@ -319,39 +319,21 @@ impl ApprovalGate for EngineGate {
 
     async fn abort(&self, session_id: &str) {
         let Ok(engine) = &self.engine else { return };
-        let rows = match engine
-            .requests(RequestFilter {
-                session_id: Some(session_id.to_owned()),
-                status: Some(Status::Pending),
-                delivery: Some(Delivery::Wait),
-                ..Default::default()
-            })
-            .await
-        {
+        let rows = match engine.cancel_waiting(session_id, "abort").await {
             Ok(rows) => rows,
             Err(e) => {
-                tracing::error!(error = %e, "listing the calls an aborted run waited on failed");
+                tracing::error!(error = %e, "cancelling the calls an aborted run waited on failed");
                 return;
             }
         };
         let frontend = self.frontend();
         for row in rows {
-            match engine.cancel(&row.id, "abort").await {
-                Ok(true) => {
-                    let resolution = Resolution::Cancelled {
-                        request_id: row.id.clone(),
-                    };
-                    // Nothing waits on it any more: hand the outcome over.
-                    let _ = engine.settle(resolution.clone()).await;
-                    frontend
-                        .resolved(&PendingRequest::from_record(&row), &resolution)
-                        .await;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed")
-                }
-            }
+            let resolution = Resolution::Cancelled {
+                request_id: row.id.clone(),
+            };
+            frontend
+                .resolved(&PendingRequest::from_record(&row), &resolution)
+                .await;
         }
     }
 

@@ -180,6 +180,39 @@ impl ApprovalEngine {
         Ok(out)
     }
 
+    /// Cancels every call of `session_id` that a turn waits on (an abort
+    /// ended the turn) and settles each, since nothing waits on it any
+    /// more. Returns the rows it cancelled; a row another process decided
+    /// first is left alone, and a row that fails to cancel is logged and
+    /// skipped so the others still are.
+    pub async fn cancel_waiting(
+        &self,
+        session_id: &str,
+        decider: &str,
+    ) -> Result<Vec<ApprovalRecord>> {
+        let rows = self
+            .session_pending(session_id, Some(Delivery::Wait))
+            .await?;
+        let mut out = Vec::new();
+        for row in rows {
+            match self.cancel(&row.id, decider).await {
+                Ok(true) => {
+                    let _ = self
+                        .settle(super::Resolution::Cancelled {
+                            request_id: row.id.clone(),
+                        })
+                        .await;
+                    out.push(row);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, id = %row.id, "cancelling a waiting call failed");
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Expires every pending request past its deadline; returns their ids.
     pub async fn expire_due(&self) -> Result<Vec<String>> {
         let rows = self
