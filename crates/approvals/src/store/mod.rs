@@ -29,6 +29,20 @@ use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::rules::{AlwaysOffer, Rule};
 
+/// The columns every store selects, in the order its row readers take
+/// them by position: one list, so the SQLite and PostgreSQL readers cannot
+/// drift apart.
+pub(crate) const REQUEST_COLUMNS: &str = "id, workspace, session_id, call_id, tool, operation, args_json, \
+    digest, class, reason, understood, offer_json, delivery, status, note, by_message, stop_turn, \
+    decided_by, approved_by, rule_id, idempotency_key, revision, created_at, decided_at, \
+    expires_at, consumed_at, finished_at, outcome, outcome_is_error, reported_at";
+
+pub(crate) const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kind, scope_value, label, \
+    session_id, created_at, created_from, last_matched_at, match_count";
+
+pub(crate) const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
+    mode, outcome, approved_by, rule_ids, decider, detail";
+
 pub use location::{DEFAULT_SQLITE_FILE, STORE_ENV, StoreLocation};
 pub use postgres::{PostgresStore, redact_dsn};
 pub use sqlite::SqliteStore;

@@ -23,8 +23,8 @@ use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::pg_schema::migrate;
 use super::{
-    ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate, NewAudit, NewRequest,
-    RequestFilter,
+    AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
+    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
 };
 use crate::error::{Error, Result, describe_postgres};
 use crate::mode::Mode;
@@ -71,17 +71,6 @@ impl fmt::Debug for PostgresStore {
             .finish_non_exhaustive()
     }
 }
-
-const REQUEST_COLUMNS: &str = "id, workspace, session_id, call_id, tool, operation, args_json, \
-    digest, class, reason, understood, offer_json, delivery, status, note, by_message, stop_turn, \
-    decided_by, approved_by, rule_id, idempotency_key, revision, created_at, decided_at, \
-    expires_at, consumed_at, finished_at, outcome, outcome_is_error, reported_at";
-
-const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kind, scope_value, label, \
-    session_id, created_at, created_from, last_matched_at, match_count";
-
-const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
-    mode, outcome, approved_by, rule_ids, decider, detail";
 
 /// `dsn` with the password (in a URL's user info, or a `password`
 /// parameter) replaced by `***`, for messages and `config show`.

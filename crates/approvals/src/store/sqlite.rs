@@ -21,8 +21,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
 use super::schema::migrate;
 use super::{
-    ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate, NewAudit, NewRequest,
-    RequestFilter,
+    AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
+    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
 };
 use crate::error::{Error, Result};
 use crate::mode::Mode;
@@ -42,17 +42,6 @@ impl fmt::Debug for SqliteStore {
             .finish_non_exhaustive()
     }
 }
-
-const REQUEST_COLUMNS: &str = "id, workspace, session_id, call_id, tool, operation, args_json, \
-    digest, class, reason, understood, offer_json, delivery, status, note, by_message, stop_turn, \
-    decided_by, approved_by, rule_id, idempotency_key, revision, created_at, decided_at, \
-    expires_at, consumed_at, finished_at, outcome, outcome_is_error, reported_at";
-
-const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kind, scope_value, label, \
-    session_id, created_at, created_from, last_matched_at, match_count";
-
-const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
-    mode, outcome, approved_by, rule_ids, decider, detail";
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
