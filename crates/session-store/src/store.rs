@@ -78,13 +78,14 @@ impl SessionStore {
         self.root.join(workspace_slug(cwd))
     }
 
-    /// Creates `<workspace_dir>/<YYYY-MM-DDTHH-MM-SS-mmmZ>_<id>.jsonl` with a
-    /// new UUID v7 id; the header is written and synced before this returns.
-    pub async fn create(
+    /// The header of a new session (a new UUID v7 id), its workspace
+    /// directory and its file path
+    /// `<workspace_dir>/<YYYY-MM-DDTHH-MM-SS-mmmZ>_<id>.jsonl`.
+    fn new_file(
         &self,
         cwd: &Path,
         parent_session: Option<String>,
-    ) -> Result<SessionWriter> {
+    ) -> (SessionHeader, PathBuf, PathBuf) {
         let now = Utc::now();
         let header = SessionHeader {
             version: FORMAT_VERSION,
@@ -100,6 +101,18 @@ impl SessionStore {
             header.id
         );
         let path = dir.join(name);
+        (header, dir, path)
+    }
+
+    /// Creates a new session file (see `new_file` for its name). The header
+    /// is written before this returns; the writer task syncs it and the
+    /// directory as its first job.
+    pub async fn create(
+        &self,
+        cwd: &Path,
+        parent_session: Option<String>,
+    ) -> Result<SessionWriter> {
+        let (header, dir, path) = self.new_file(cwd, parent_session);
         let line = to_line(&header)?;
         // The header is written now; the writer task syncs it and the
         // directory right away, so a host is not kept waiting on the disk
@@ -128,21 +141,7 @@ impl SessionStore {
         parent_session: Option<String>,
         entries: Vec<Entry>,
     ) -> Result<SessionWriter> {
-        let now = Utc::now();
-        let header = SessionHeader {
-            version: FORMAT_VERSION,
-            id: uuid::Uuid::now_v7().to_string(),
-            timestamp: rfc3339_ms(now),
-            cwd: cwd.to_string_lossy().into_owned(),
-            parent_session,
-        };
-        let dir = self.workspace_dir(cwd);
-        let name = format!(
-            "{}_{}.{EXTENSION}",
-            now.format("%Y-%m-%dT%H-%M-%S-%3fZ"),
-            header.id
-        );
-        let path = dir.join(name);
+        let (header, dir, path) = self.new_file(cwd, parent_session);
         let mut lines = to_line(&header)?;
         let mut ids = HashSet::new();
         for entry in &entries {
