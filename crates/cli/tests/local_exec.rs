@@ -12,31 +12,10 @@
 // In a `cfg(test)` module: the workspace lints allow unwrap/expect there.
 #[cfg(test)]
 mod exec {
-    use std::path::PathBuf;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    const SMALL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-
-    fn small_model() -> Option<PathBuf> {
-        let mut candidates = Vec::new();
-        if let Some(p) = std::env::var_os("KEEL_TEST_MODEL") {
-            candidates.push(PathBuf::from(p));
-        }
-        if let Some(h) = std::env::var_os("KEEL_HOME") {
-            candidates.push(PathBuf::from(h).join("models").join(SMALL_FILE));
-        }
-        if let Some(h) = std::env::var_os("HOME") {
-            candidates.push(PathBuf::from(h).join(".keel/models").join(SMALL_FILE));
-        }
-        let found = candidates.iter().find(|p| p.is_file()).cloned();
-        if found.is_none() {
-            eprintln!(
-                "SKIPPED: the small local model is not there (tried {candidates:?}); run `keel models pull --small` or set KEEL_TEST_MODEL"
-            );
-        }
-        found
-    }
+    use keel_test_support::small_local_model as small_model;
 
     #[test]
     fn exec_runs_a_grammar_constrained_tool_call() {
@@ -63,6 +42,9 @@ mod exec {
             .arg("Use the write tool to create the file hello.txt containing the text: hi there")
             .current_dir(ws.path())
             .env("KEEL_HOME", home.path())
+            // A fixed thread count: keel's default depends on how busy the
+            // cores are, and a different count can change what is sampled.
+            .env("KEEL_THREADS", "2")
             .env_remove("KEEL_PROVIDER")
             .env_remove("KEEL_MODEL")
             .stdin(Stdio::null())

@@ -23,28 +23,7 @@ mod model {
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
-    const SMALL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
-
-    /// The small model, or `None` (with a message) when it is not there.
-    fn small_model() -> Option<PathBuf> {
-        let mut candidates = Vec::new();
-        if let Some(p) = std::env::var_os("KEEL_TEST_MODEL") {
-            candidates.push(PathBuf::from(p));
-        }
-        if let Some(h) = std::env::var_os("KEEL_HOME") {
-            candidates.push(PathBuf::from(h).join("models").join(SMALL_FILE));
-        }
-        if let Some(h) = std::env::var_os("HOME") {
-            candidates.push(PathBuf::from(h).join(".keel/models").join(SMALL_FILE));
-        }
-        let found = candidates.iter().find(|p| p.is_file()).cloned();
-        if found.is_none() {
-            eprintln!(
-                "SKIPPED: the small local model is not there (tried {candidates:?}); run `keel models pull --small` or set KEEL_TEST_MODEL"
-            );
-        }
-        found
-    }
+    use keel_test_support::small_local_model as small_model;
 
     fn spec(path: PathBuf) -> LocalSpec {
         LocalSpec {

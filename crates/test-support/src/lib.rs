@@ -24,6 +24,7 @@
 
 pub mod anthropic;
 pub mod chat_completions;
+mod local_model;
 pub mod postgres;
 pub mod process;
 mod response;
@@ -32,6 +33,7 @@ mod server;
 mod wait;
 
 pub use chat_completions::*;
+pub use local_model::{SMALL_MODEL_FILE, in_ci, small_local_model};
 pub use postgres::PostgresServer;
 pub use process::{KeelChild, KeelCommand, KeelOutput};
 pub use response::{MockResponse, SseEvent, sse_from_text};

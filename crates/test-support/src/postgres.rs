@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::in_ci;
+
 /// The environment variable naming an existing server to test against.
 pub const POSTGRES_URL_ENV: &str = "KEEL_TEST_POSTGRES_URL";
 
@@ -54,11 +56,6 @@ impl std::fmt::Debug for PostgresServer {
             .field("throwaway", &self.cluster.is_some())
             .finish_non_exhaustive()
     }
-}
-
-/// Whether this run is CI (where a missing server must fail, not skip).
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
 impl PostgresServer {

@@ -19,15 +19,9 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Whether this runs under CI (`CI` set, as CI services do): checks that
-/// need a tool fail instead of skipping when it is missing.
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
-
 /// A check that could not run: skipped locally, a failure under CI.
 fn skip_or_fail(why: &str) {
-    assert!(!under_ci(), "CI is set but {why}");
+    assert!(!keel_test_support::in_ci(), "CI is set but {why}");
     eprintln!("SKIP: {why}");
 }
 
