@@ -8,14 +8,8 @@
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::json;
 
+use super::id_in;
 use crate::suite::Env;
-use crate::suite::rpc::WAIT;
-
-/// The request id in the hint line.
-fn id_in(line: &str) -> String {
-    let start = line.find("keel approvals approve apr_").unwrap() + "keel approvals approve ".len();
-    line[start..].split_whitespace().next().unwrap().to_owned()
-}
 
 #[tokio::test]
 async fn another_process_approves_a_waiting_exec() {
@@ -29,16 +23,7 @@ async fn another_process_approves_a_waiting_exec() {
         )]),
         MockResponse::text("All clean."),
     ]);
-    let mut child = env
-        .exec()
-        .args(["--wait-approvals", "clean up"])
-        .spawn()
-        .await
-        .unwrap();
-    let hint = child
-        .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
-        .await
-        .unwrap();
+    let (child, hint) = env.exec_held(&["clean up"]).await;
     assert!(
         hint.starts_with("keel: waiting for approval apr_"),
         "{hint}"
@@ -82,21 +67,9 @@ async fn a_decline_from_the_cli_reaches_the_exec_model() {
         )]),
         MockResponse::text("Understood."),
     ]);
-    let mut child = env
-        .exec()
-        .args([
-            "--approval-mode",
-            "everything",
-            "--wait-approvals",
-            "release it",
-        ])
-        .spawn()
-        .await
-        .unwrap();
-    let hint = child
-        .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
-        .await
-        .unwrap();
+    let (child, hint) = env
+        .exec_held(&["--approval-mode", "everything", "release it"])
+        .await;
     let id = id_in(&hint);
     let listed = env.approvals_json(&["list"]).await;
     assert_eq!(listed[0]["id"], id.as_str());
@@ -202,21 +175,9 @@ async fn exec_continue_resumes_a_turn_killed_while_it_waited() {
         "bash",
         json!({"command": "echo ran >> marker"}),
     )]));
-    let mut child = env
-        .exec()
-        .args([
-            "--approval-mode",
-            "everything",
-            "--wait-approvals",
-            "mark it",
-        ])
-        .spawn()
-        .await
-        .unwrap();
-    let hint = child
-        .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
-        .await
-        .unwrap();
+    let (child, hint) = env
+        .exec_held(&["--approval-mode", "everything", "mark it"])
+        .await;
     child.signal("KILL").await.unwrap();
     let killed = child.wait().await.unwrap();
     assert_eq!(killed.code(), None, "killed by a signal");

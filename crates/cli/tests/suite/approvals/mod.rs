@@ -10,13 +10,38 @@ mod postgres;
 mod restart;
 mod rpc;
 
-use keel_test_support::KeelOutput;
+use keel_test_support::{KeelChild, KeelOutput};
 use serde_json::Value;
 
 use super::Env;
 use super::rpc::{Rpc, event};
 
+/// The request id in a held call's stderr hint
+/// (`… keel approvals approve apr_… …`).
+pub fn id_in(line: &str) -> String {
+    let start = line.find("keel approvals approve apr_").unwrap() + "keel approvals approve ".len();
+    line[start..].split_whitespace().next().unwrap().to_owned()
+}
+
 impl Env {
+    /// `keel exec --wait-approvals <args…>` started and holding a call:
+    /// returns the process and the stderr line that says how to decide.
+    pub async fn exec_held(&self, args: &[&str]) -> (KeelChild, String) {
+        let mut child = self
+            .exec()
+            .arg("--wait-approvals")
+            .args(args.iter().copied())
+            .spawn()
+            .await
+            .unwrap();
+        let hint = child
+            .wait_for_stderr(super::rpc::WAIT, |l| {
+                l.contains("keel approvals approve apr_")
+            })
+            .await
+            .unwrap();
+        (child, hint)
+    }
     /// `keel approvals <args…> --json` in the workspace; must succeed.
     pub async fn approvals_json(&self, args: &[&str]) -> Value {
         let out = self.approvals_cmd(args, true).await;

@@ -10,7 +10,6 @@ use keel_test_support::{KeelCommand, MockResponse, PostgresServer, tool_call};
 use serde_json::{Value, json};
 
 use crate::suite::Env;
-use crate::suite::rpc::WAIT;
 
 /// `keel approvals <args…>` from a second home that knows the store only
 /// through the environment.
@@ -64,21 +63,9 @@ async fn a_call_held_on_postgres_is_decided_by_another_process() {
         )]),
         MockResponse::text("Made it."),
     ]);
-    let mut child = env
-        .exec()
-        .args([
-            "--approval-mode",
-            "everything",
-            "--wait-approvals",
-            "make a file",
-        ])
-        .spawn()
-        .await
-        .unwrap();
-    child
-        .wait_for_stderr(WAIT, |l| l.contains("keel approvals approve apr_"))
-        .await
-        .unwrap();
+    let (child, _) = env
+        .exec_held(&["--approval-mode", "everything", "make a file"])
+        .await;
     assert!(!env.ws().join("first.txt").exists(), "held, not run");
 
     // The other process finds the request on the server, and approves it
