@@ -56,6 +56,8 @@ pub struct Rpc {
     pub child: KeelChild,
     /// Every frame read so far, in order.
     pub frames: Vec<Value>,
+    /// Indices in `frames` of responses `response` already returned.
+    taken: Vec<usize>,
     next_id: u64,
 }
 
@@ -90,6 +92,7 @@ impl Rpc {
         let mut rpc = Rpc {
             child,
             frames: Vec::new(),
+            taken: Vec::new(),
             next_id: 0,
         };
         let ready = rpc.next().await;
@@ -138,10 +141,19 @@ impl Rpc {
 
     /// Waits for the response with `id`.
     pub async fn response(&mut self, id: &str) -> Value {
-        self.wait_for(&format!("response {id}"), |f| {
-            f["type"] == "response" && f["id"] == id
-        })
-        .await
+        let is_it = |f: &Value| f["type"] == "response" && f["id"] == id;
+        // A response can arrive while the test waits for another one (an
+        // `abort` answered after the `compact` it ended), so one already
+        // read and not yet returned is the answer.
+        let seen = (0..self.frames.len())
+            .find(|i| !self.taken.contains(i) && is_it(&self.frames[*i]));
+        if let Some(i) = seen {
+            self.taken.push(i);
+            return self.frames[i].clone();
+        }
+        let r = self.wait_for(&format!("response {id}"), is_it).await;
+        self.taken.push(self.frames.len() - 1);
+        r
     }
 
     /// Sends `cmd` with a fresh id and returns its response.
