@@ -191,12 +191,20 @@ impl AppServer {
     }
 
     /// Waits for the response (or error) to `id`.
+    /// One already read (a response can overtake the one a test waits
+    /// for: a command's result before the `terminate` that ended it) and
+    /// not returned before is the answer.
     pub async fn response(&mut self, id: &Value) -> Value {
-        let id = id.clone();
-        self.wait_for(&format!("response {id}"), move |f| {
-            f["id"] == id && f.get("method").is_none()
-        })
-        .await
+        let is = |f: &Value| &f["id"] == id && f.get("method").is_none();
+        if let Some(i) =
+            (0..self.frames.len()).find(|i| !self.taken.contains(i) && is(&self.frames[*i]))
+        {
+            self.taken.insert(i);
+            return self.frames[i].clone();
+        }
+        let v = self.wait_for(&format!("response {id}"), is).await;
+        self.taken.insert(self.frames.len() - 1);
+        v
     }
 
     /// Sends a request and returns its response frame.

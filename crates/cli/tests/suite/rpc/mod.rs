@@ -145,8 +145,8 @@ impl Rpc {
         // A response can arrive while the test waits for another one (an
         // `abort` answered after the `compact` it ended), so one already
         // read and not yet returned is the answer.
-        let seen = (0..self.frames.len())
-            .find(|i| !self.taken.contains(i) && is_it(&self.frames[*i]));
+        let seen =
+            (0..self.frames.len()).find(|i| !self.taken.contains(i) && is_it(&self.frames[*i]));
         if let Some(i) = seen {
             self.taken.push(i);
             return self.frames[i].clone();
