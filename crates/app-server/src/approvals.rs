@@ -45,7 +45,7 @@ use keel_core::keel_approvals::{
     self as engine, ApprovalEngine, CallContext, Class, Decision, Delivery, GateOutcome, Lifetime,
     Mode, RequestFilter, Resolution, Status, ToolOrigin, messages,
 };
-use keel_core::{ApprovalGate, GateDecision, ToolCallInfo, workspace_key};
+use keel_core::{ApprovalGate, GateDecision, Recovery, ToolCallInfo, workspace_key};
 use serde_json::Value;
 
 use crate::items::{bash_command, command_actions};
@@ -237,6 +237,26 @@ fn failed(error: impl std::fmt::Display) -> GateDecision {
     GateDecision::deny(messages::check_failed(&error.to_string()))
 }
 
+/// The engine's view of a call of an app-server thread.
+fn call_context(call: &ToolCallInfo) -> CallContext {
+    CallContext {
+        workspace: workspace_key(&call.cwd),
+        cwd: call.cwd.clone(),
+        session_id: call.session_id.clone(),
+        call_id: call.call_id.clone(),
+        tool_name: call.tool_name.clone(),
+        args: call.args.clone(),
+        origin: match call.tool_name.as_str() {
+            // keel's app-server tools that only report to the client.
+            crate::plan::PLAN_TOOL => ToolOrigin::Host {
+                class: Some(Class::Read),
+            },
+            _ => ToolOrigin::Builtin,
+        },
+        unattended: false,
+    }
+}
+
 impl AppServerGate {
     fn parts(&self, session_id: &str) -> Option<(Arc<Runtime>, Arc<LoadedThread>)> {
         let runtime = self.runtime.upgrade()?;
@@ -256,23 +276,18 @@ impl ApprovalGate for AppServerGate {
             Err(reason) => return failed(reason),
         };
         let mode = mode_for(&thread.state().approval_policy);
-        let ctx = CallContext {
-            workspace: workspace_key(&call.cwd),
-            cwd: call.cwd.clone(),
-            session_id: call.session_id.clone(),
-            call_id: call.call_id.clone(),
-            tool_name: call.tool_name.clone(),
-            args: call.args.clone(),
-            origin: match call.tool_name.as_str() {
-                // keel's app-server tools that only report to the client.
-                crate::plan::PLAN_TOOL => ToolOrigin::Host {
-                    class: Some(Class::Read),
-                },
-                _ => ToolOrigin::Builtin,
-            },
-            unattended: false,
+        decision_of(engine.gate_check_in(&call_context(call), Some(mode)).await)
+    }
+
+    async fn recover(&self, call: &ToolCallInfo) -> Recovery {
+        let Some((runtime, _)) = self.parts(&call.session_id) else {
+            return Recovery::Recorded;
         };
-        decision_of(engine.gate_check_in(&ctx, Some(mode)).await)
+        match runtime.approvals().await {
+            Ok(engine) => keel_core::recover_from(engine, &call_context(call)).await,
+            // No engine: `check` will deny whatever is asked.
+            Err(_) => Recovery::Recorded,
+        }
     }
 
     async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {

@@ -95,10 +95,17 @@ impl Broker {
                 live: true,
             });
             entry.live = true;
-            entry.eligible.extend(targets.iter().map(|c| c.id));
-            id
+            // A connection that has the request already (a resume replayed
+            // it before the turn went on) is not sent it twice.
+            let fresh: Vec<_> = targets
+                .iter()
+                .filter(|c| entry.eligible.insert(c.id))
+                .cloned()
+                .collect();
+            (id, fresh)
         };
-        for conn in &targets {
+        let (id, fresh) = id;
+        for conn in &fresh {
             conn.request(id, &request).await;
         }
         id

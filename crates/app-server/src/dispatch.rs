@@ -38,6 +38,8 @@ pub enum After {
     NotifyThread(String, Box<ServerNotification>),
     /// Send the thread's pending server requests to this connection.
     ReplayApprovals(String),
+    /// Go on with the thread's turn that a crash or kill cut off.
+    ResumeInterrupted(String),
     /// Notify these connections (a thread they were subscribed to was
     /// unloaded).
     NotifyConns(Vec<Arc<Connection>>, Box<ServerNotification>),
@@ -93,6 +95,9 @@ pub async fn handle_request(
             After::NotifyThread(thread, n) => runtime.notify_thread(&thread, &n).await,
             After::ReplayApprovals(thread) => {
                 crate::approvals::replay(runtime, &thread, conn).await
+            }
+            After::ResumeInterrupted(thread) => {
+                crate::sessions::resume_interrupted(runtime, &thread).await
             }
             After::NotifyConns(conns, n) => {
                 for c in conns {

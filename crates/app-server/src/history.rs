@@ -147,6 +147,27 @@ pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Opt
     None
 }
 
+/// The id [`turns_of`] gives the last turn, if there is one.
+pub fn last_turn_id(thread_id: &str, messages: &[Message]) -> Option<String> {
+    let mut turns = 0usize;
+    let mut last_was_assistant = true;
+    for message in messages {
+        match message {
+            Message::User(_) => {
+                if turns == 0 || last_was_assistant {
+                    turns += 1;
+                }
+                last_was_assistant = false;
+            }
+            Message::Assistant(_) => last_was_assistant = true,
+            Message::ToolResult(_) => {}
+        }
+    }
+    turns
+        .checked_sub(1)
+        .map(|n| format!("{thread_id}-turn-{n}"))
+}
+
 /// A turn's summary view: only its last agent message.
 pub fn summarize(mut turn: Turn) -> Turn {
     let last = turn

@@ -359,6 +359,50 @@ pub async fn resume_thread(
     Ok(spawned.thread)
 }
 
+/// After `thread/resume` answered: a turn of the thread that a crash or
+/// kill cut off (the model's tool calls have no results) goes on as the
+/// same turn (`turn/started` with the id the response listed it under).
+/// Its pending requests are announced again with the ids the replay gave
+/// them, and a decision made while keel was down is honoured once. Nothing
+/// happens when the thread is busy or nothing was cut off.
+pub async fn resume_interrupted(runtime: &Arc<Runtime>, thread_id: &str) {
+    let Some(thread) = runtime.thread(thread_id) else {
+        return;
+    };
+    let Some(turn_id) = crate::history::last_turn_id(thread_id, &thread.handle.messages()) else {
+        return;
+    };
+    {
+        let mut s = thread.state();
+        if s.active.is_some() {
+            return;
+        }
+        s.active = Some(crate::thread_state::ActiveTurn {
+            id: turn_id.clone(),
+            started_at_ms: chrono::Utc::now().timestamp_millis(),
+            ready: None,
+            interrupted: false,
+            waiting_on_approval: 0,
+            interrupt_requests: Vec::new(),
+        });
+    }
+    let started = match thread.handle.resume_interrupted().await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::warn!(error = %e, thread = thread_id, "cannot resume the cut-off turn");
+            false
+        }
+    };
+    if started {
+        tracing::info!(thread = thread_id, "resuming a turn that was cut off");
+        return;
+    }
+    let mut s = thread.state();
+    if s.active.as_ref().is_some_and(|t| t.id == turn_id) {
+        s.active = None;
+    }
+}
+
 /// The entry the fork of history turn `turn_id` (`<thread>-turn-<n>`, as
 /// [`crate::history::turns_of`] numbers them) ends with: the last entry
 /// before turn `n + 1` starts; `None` when the turn is the last one.

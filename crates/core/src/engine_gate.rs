@@ -215,6 +215,29 @@ fn cut(text: &str) -> String {
     out
 }
 
+/// [`ApprovalGate::recover`] for any gate over the approvals engine: what
+/// the stored request for the call (`context`, as `check` would build it)
+/// says, or, without one, whether the call only reads.
+pub async fn recover_from(engine: &ApprovalEngine, context: &CallContext) -> Recovery {
+    match engine.row_for_call(context).await {
+        Ok(Some(row)) => recovery_of(&row),
+        Ok(None) => Recovery::Unrecorded {
+            read_only: classify(
+                &context.tool_name,
+                &context.args,
+                context.origin,
+                &context.cwd,
+            )
+            .class
+                == Class::Read,
+        },
+        Err(e) => Recovery::Answer {
+            text: messages::check_failed(&e.to_string()),
+            is_error: true,
+        },
+    }
+}
+
 /// What a stored request says about a call found without a result after
 /// a restart. Rows whose decision is not yet handed over (pending, decided
 /// while keel was down, approved and claimed but never finished) go back
@@ -340,21 +363,10 @@ impl ApprovalGate for EngineGate {
     async fn recover(&self, call: &ToolCallInfo) -> Recovery {
         let frontend = self.frontend();
         let context = self.context(call, frontend.as_ref());
-        let row = match &self.engine {
-            Ok(engine) => engine.row_for_call(&context).await,
+        match &self.engine {
+            Ok(engine) => recover_from(engine, &context).await,
             // No engine: `check` will deny whatever is asked.
-            Err(_) => return Recovery::Recorded,
-        };
-        match row {
-            Ok(Some(row)) => recovery_of(&row),
-            Ok(None) => Recovery::Unrecorded {
-                read_only: classify(&call.tool_name, &call.args, context.origin, &call.cwd).class
-                    == Class::Read,
-            },
-            Err(e) => Recovery::Answer {
-                text: messages::check_failed(&e.to_string()),
-                is_error: true,
-            },
+            Err(_) => Recovery::Recorded,
         }
     }
 

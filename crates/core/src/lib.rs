@@ -48,7 +48,7 @@ pub use deps::{
     SystemClock, ToolCallInfo,
 };
 pub use engine_gate::{
-    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, workspace_key,
+    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, recover_from, workspace_key,
 };
 pub use error::{Error, Result};
 pub use history::{ContextUsage, SessionStats, TokenTotals, context_tokens, estimate_tokens};

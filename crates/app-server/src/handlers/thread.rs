@@ -121,6 +121,7 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
         loaded_turns(&thread)
     };
     ctx.after.push(After::ReplayApprovals(thread.id.clone()));
+    ctx.after.push(After::ResumeInterrupted(thread.id.clone()));
     let mut response = session_response(ctx, &thread, turns);
     crate::metadata::decorate(&ctx.runtime.config.home, &mut response.thread).await;
     ok(&response)

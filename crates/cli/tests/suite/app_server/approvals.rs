@@ -1,7 +1,9 @@
 //! Approvals through the approvals engine (`$KEEL_HOME/keel.db`): rows are
 //! stored before the request goes out, survive `kill -9`, are sent again
-//! to a client that resumes the thread in a new process, and the answer
-//! is recorded on the row; decisions are visible to `keel approvals`.
+//! (once) to a client that resumes the thread in a new process, whose cut
+//! off turn then goes on; the answer is recorded on the row; decisions are
+//! visible to `keel approvals`, and one made there while keel was down is
+//! honoured on resume.
 
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::{Value, json};
@@ -50,9 +52,13 @@ async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
     let out = s.child.wait().await.unwrap();
     assert_eq!(out.code(), None, "killed by a signal");
 
-    // A new process: resuming the thread sends the request again.
+    // A new process: resuming the thread sends the request again, and the
+    // cut-off turn goes on under the id the response lists it with.
+    env.mock.push(MockResponse::text("Left it alone."));
     let mut s = env.initialized(false).await;
-    s.ok("thread/resume", json!({"threadId": thread})).await;
+    let resumed = s.ok("thread/resume", json!({"threadId": thread})).await;
+    let turn_id = format!("{thread}-turn-0");
+    assert_eq!(resumed["thread"]["turns"][0]["id"], turn_id.as_str());
     let again = s.server_request().await;
     assert_eq!(again["method"], "item/commandExecution/requestApproval");
     assert_eq!(again["params"]["itemId"], "c1");
@@ -63,6 +69,35 @@ async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
         .await;
     let resolved = s.notification("serverRequest/resolved").await;
     assert_eq!(resolved["params"]["requestId"], again["id"]);
+    let completed = s.notification("turn/completed").await;
+    assert_eq!(completed["params"]["turn"]["id"], turn_id.as_str());
+    assert_eq!(completed["params"]["turn"]["status"], "completed");
+    let started = s.notification("turn/started").await;
+    assert_eq!(started["params"]["turn"]["id"], turn_id.as_str());
+    assert_eq!(
+        s.frames
+            .iter()
+            .filter(|f| f.get("method").is_some() && f["id"] == again["id"])
+            .count(),
+        1,
+        "the request is sent once: {:#?}",
+        s.frames
+    );
+    let declined = s
+        .frames
+        .iter()
+        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["id"] == "c1")
+        .cloned()
+        .unwrap_or_else(|| panic!("no item/completed for c1: {:#?}", s.frames));
+    assert_eq!(declined["params"]["turnId"], turn_id.as_str());
+    assert_eq!(
+        declined["params"]["item"]["status"], "declined",
+        "{declined}"
+    );
+    // The model heard the note and answered, without a new user message.
+    let input = env.mock.last_request().unwrap().body["messages"].to_string();
+    assert!(input.contains("keep it"), "{input}");
+    assert_eq!(input.matches("clean up").count(), 1, "{input}");
 
     // The decision is recorded on the row.
     let all = env.approvals_json(&["list", "--all"]).await;
@@ -89,6 +124,76 @@ async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
     // Nothing is pending any more: a second resume sends nothing.
     assert_eq!(env.approvals_json(&["list"]).await, json!([]));
     s.close().await;
+}
+
+#[tokio::test]
+async fn an_approval_from_the_cli_while_the_app_server_is_down_runs_the_call_once_on_resume() {
+    let env = Env::new().await;
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "echo ran >> marker"}),
+    )]));
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "untrusted").await;
+    s.start_turn(&thread, "mark it").await;
+    let req = s.server_request().await;
+    assert_eq!(req["params"]["itemId"], "c1");
+    let listed = env.approvals_json(&["list"]).await;
+    let approval_id = listed[0]["id"].as_str().unwrap().to_owned();
+    s.child.signal("KILL").await.unwrap();
+    let _ = s.child.wait().await.unwrap();
+
+    let out = env.approvals_cmd(&["approve", &approval_id], false).await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        !env.ws().join("marker").exists(),
+        "nothing runs while keel is down"
+    );
+
+    env.mock.push(MockResponse::text("Marked."));
+    let mut s = env.initialized(false).await;
+    s.ok("thread/resume", json!({"threadId": thread})).await;
+    let completed = s.notification("turn/completed").await;
+    assert_eq!(
+        completed["params"]["turn"]["status"], "completed",
+        "{completed}"
+    );
+    assert!(
+        !s.frames
+            .iter()
+            .any(|f| f.get("method").is_some() && f.get("id").is_some()),
+        "a decided request is not sent again: {:#?}",
+        s.frames
+    );
+    let ran = s
+        .frames
+        .iter()
+        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["id"] == "c1")
+        .cloned()
+        .unwrap_or_else(|| panic!("no item/completed for c1: {:#?}", s.frames));
+    assert_eq!(ran["params"]["item"]["status"], "completed", "{ran}");
+    let agent = s
+        .frames
+        .iter()
+        .any(|f| f["method"] == "item/completed" && f["params"]["item"]["text"] == "Marked.");
+    assert!(agent, "{:#?}", s.frames);
+    assert_eq!(env.mock.request_count(), 2);
+    s.close().await;
+    let marker = std::fs::read_to_string(env.ws().join("marker")).unwrap();
+    assert_eq!(marker, "ran\n", "the approved call ran exactly once");
+
+    // Resuming the finished thread again starts nothing.
+    let mut s = env.initialized(false).await;
+    s.ok("thread/resume", json!({"threadId": thread})).await;
+    s.ok("thread/loaded/list", json!({})).await;
+    assert!(
+        !s.frames.iter().any(|f| f["method"] == "turn/started"),
+        "{:#?}",
+        s.frames
+    );
+    s.close().await;
+    assert_eq!(env.mock.request_count(), 2);
 }
 
 #[tokio::test]
