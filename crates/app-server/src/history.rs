@@ -118,40 +118,12 @@ pub fn turns_of(thread_id: &str, messages: &[Message], cwd: &Path) -> Vec<Turn> 
     turns
 }
 
-/// The id [`turns_of`] gives the turn in which the model made tool call
-/// `call_id` (for a request announced again after a restart).
-pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Option<String> {
+/// Each message with the number of turns [`turns_of`] has opened up to and
+/// including it (a user message after an assistant one opens a turn).
+fn with_turn_counts(messages: &[Message]) -> impl Iterator<Item = (usize, &Message)> {
     let mut turns = 0usize;
     let mut last_was_assistant = true;
-    for message in messages {
-        match message {
-            Message::User(_) => {
-                if turns == 0 || last_was_assistant {
-                    turns += 1;
-                }
-                last_was_assistant = false;
-            }
-            Message::Assistant(a) => {
-                last_was_assistant = true;
-                let calls = a
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::ToolCall { id, .. } if id == call_id));
-                if calls && turns > 0 {
-                    return Some(format!("{thread_id}-turn-{}", turns - 1));
-                }
-            }
-            Message::ToolResult(_) => {}
-        }
-    }
-    None
-}
-
-/// The id [`turns_of`] gives the last turn, if there is one.
-pub fn last_turn_id(thread_id: &str, messages: &[Message]) -> Option<String> {
-    let mut turns = 0usize;
-    let mut last_was_assistant = true;
-    for message in messages {
+    messages.iter().map(move |message| {
         match message {
             Message::User(_) => {
                 if turns == 0 || last_was_assistant {
@@ -162,9 +134,31 @@ pub fn last_turn_id(thread_id: &str, messages: &[Message]) -> Option<String> {
             Message::Assistant(_) => last_was_assistant = true,
             Message::ToolResult(_) => {}
         }
-    }
-    turns
-        .checked_sub(1)
+        (turns, message)
+    })
+}
+
+/// The id [`turns_of`] gives the turn in which the model made tool call
+/// `call_id` (for a request announced again after a restart).
+pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Option<String> {
+    with_turn_counts(messages).find_map(|(turns, message)| match message {
+        Message::Assistant(a)
+            if turns > 0
+                && a.content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::ToolCall { id, .. } if id == call_id)) =>
+        {
+            Some(format!("{thread_id}-turn-{}", turns - 1))
+        }
+        Message::User(_) | Message::Assistant(_) | Message::ToolResult(_) => None,
+    })
+}
+
+/// The id [`turns_of`] gives the last turn, if there is one.
+pub fn last_turn_id(thread_id: &str, messages: &[Message]) -> Option<String> {
+    with_turn_counts(messages)
+        .last()
+        .and_then(|(turns, _)| turns.checked_sub(1))
         .map(|n| format!("{thread_id}-turn-{n}"))
 }
 
@@ -258,5 +252,14 @@ mod tests {
         let s = summarize(turns[0].clone());
         assert_eq!(s.items.len(), 1);
         assert_eq!(s.items_view, TurnItemsView::Summary);
+        // The ids agree with the turns listed.
+        assert_eq!(
+            turn_of_call("t", &messages, "c1").as_deref(),
+            Some("t-turn-0")
+        );
+        assert_eq!(turn_of_call("t", &messages, "c9"), None);
+        assert_eq!(last_turn_id("t", &messages), Some(turns[1].id.clone()));
+        assert_eq!(last_turn_id("t", &messages[..4]), Some(turns[0].id.clone()));
+        assert_eq!(last_turn_id("t", &[]), None);
     }
 }
