@@ -282,6 +282,14 @@ impl SessionHandle {
         Ok(())
     }
 
+    /// Whether [`Self::resume_interrupted`] would start a run now: the
+    /// active branch ends with tool calls that have no results and the
+    /// session is idle.
+    pub fn has_cut_off_turn(&self) -> bool {
+        let s = lock(&self.shared);
+        !s.running && s.compacting.is_none() && crate::resume::interrupted(&s.messages).is_some()
+    }
+
     /// Resumes a turn a crash or kill cut off: when the active branch ends
     /// with an assistant message whose tool calls have no results, a run
     /// starts (`agent_start` …) that answers those calls — each through
@@ -612,8 +620,7 @@ impl Session {
         let (messages, fresh_from) = if tree.entries().is_empty() {
             (config.initial_messages.clone(), 0)
         } else {
-            let ctx = tree.context();
-            (ctx.messages, ctx.fresh_from)
+            tree.context_messages()
         };
         let shared = Arc::new(Mutex::new(Shared {
             messages,

@@ -9,7 +9,7 @@ use keel_app_server_protocol::v2::{
     ThreadLoadedListParams, ThreadLoadedListResponse, ThreadOverrides, ThreadReadParams,
     ThreadReadResponse, ThreadResumeParams, ThreadSessionResponse, ThreadSetNameParams,
     ThreadStartParams, ThreadStartedNotification, ThreadTurnsListParams, ThreadTurnsListResponse,
-    ThreadUnsubscribeResponse, ThreadUnsubscribeStatus, Turn,
+    ThreadUnsubscribeResponse, ThreadUnsubscribeStatus, Turn, TurnStatus,
 };
 use keel_protocol::Op;
 
@@ -115,11 +115,19 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
         thread.state().approval_policy = policy;
     }
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
-    let turns = if p.exclude_turns {
+    let mut turns = if p.exclude_turns {
         Vec::new()
     } else {
         loaded_turns(&thread)
     };
+    // A turn a crash cut off goes on right after this response.
+    if thread.active_turn_id().is_none()
+        && thread.handle.has_cut_off_turn()
+        && let Some(last) = turns.last_mut()
+    {
+        last.status = TurnStatus::InProgress;
+        last.completed_at = None;
+    }
     ctx.after.push(After::ReplayApprovals(thread.id.clone()));
     ctx.after.push(After::ResumeInterrupted(thread.id.clone()));
     let mut response = session_response(ctx, &thread, turns);

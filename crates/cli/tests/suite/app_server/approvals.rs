@@ -59,6 +59,7 @@ async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
     let resumed = s.ok("thread/resume", json!({"threadId": thread})).await;
     let turn_id = format!("{thread}-turn-0");
     assert_eq!(resumed["thread"]["turns"][0]["id"], turn_id.as_str());
+    assert_eq!(resumed["thread"]["turns"][0]["status"], "inProgress");
     let again = s.server_request().await;
     assert_eq!(again["method"], "item/commandExecution/requestApproval");
     assert_eq!(again["params"]["itemId"], "c1");
@@ -185,7 +186,8 @@ async fn an_approval_from_the_cli_while_the_app_server_is_down_runs_the_call_onc
 
     // Resuming the finished thread again starts nothing.
     let mut s = env.initialized(false).await;
-    s.ok("thread/resume", json!({"threadId": thread})).await;
+    let resumed = s.ok("thread/resume", json!({"threadId": thread})).await;
+    assert_eq!(resumed["thread"]["turns"][0]["status"], "completed");
     s.ok("thread/loaded/list", json!({})).await;
     assert!(
         !s.frames.iter().any(|f| f["method"] == "turn/started"),
