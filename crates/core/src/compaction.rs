@@ -282,7 +282,7 @@ pub(crate) fn due(ctx: &RunCtx, pending: u64) -> bool {
         return false;
     }
     let threshold = s.config.compaction.threshold(s.config.model.context_window);
-    threshold > 0 && context_tokens(&s.messages, s.fresh_from) + pending > threshold
+    threshold > 0 && s.context.view(&s.tree).tokens() + pending > threshold
 }
 
 /// Runs one compaction with its `auto_compaction_start/end` events.

@@ -5,13 +5,17 @@
 //! (and names it), then the tree mirror takes it, under one async lock so
 //! the mirror's order is the file's. The context the model sees is the
 //! tree's active branch with compactions applied
-//! ([`keel_session_store::Context`]); branching and compaction rebuild
-//! `messages` from it with [`rebuild`]. No I/O of its own: the log is a
-//! trait.
+//! ([`keel_session_store::Context`]). The loop's own copy of those
+//! messages ([`ModelContext`]) is made only when a model call or a new
+//! message needs it: until then (a session just opened, however long) they
+//! are read from the tree where they lie. Branching and compaction rebuild
+//! it with [`rebuild`]. No I/O of its own: the log is a trait.
+
+use std::borrow::Borrow;
 
 use chrono::SecondsFormat;
 use keel_protocol::{ContentBlock, Message, StopReason, Usage};
-use keel_session_store::{Entry, EntryBody};
+use keel_session_store::{ContextRefs, Entry, EntryBody, SessionTree};
 use serde::Serialize;
 
 use crate::deps::{Clock, SessionLog};
@@ -43,14 +47,14 @@ pub fn estimate_tokens(message: &Message) -> u64 {
 /// answered call at or after `fresh_from` (input, output and cache), plus
 /// an estimate for every message after it; an estimate of everything when
 /// no such call exists (for example right after a compaction).
-pub fn context_tokens(messages: &[Message], fresh_from: usize) -> u64 {
+pub fn context_tokens<M: Borrow<Message>>(messages: &[M], fresh_from: usize) -> u64 {
     let last_answered =
         messages
             .iter()
             .enumerate()
             .skip(fresh_from)
             .rev()
-            .find_map(|(i, m)| match m {
+            .find_map(|(i, m)| match m.borrow() {
                 Message::Assistant(a)
                     if a.usage.total_tokens > 0
                         && !matches!(a.stop_reason, StopReason::Error | StopReason::Aborted) =>
@@ -66,7 +70,148 @@ pub fn context_tokens(messages: &[Message], fresh_from: usize) -> u64 {
         ),
         None => (0, messages),
     };
-    base + rest.iter().map(estimate_tokens).sum::<u64>()
+    base + rest
+        .iter()
+        .map(|m| estimate_tokens(m.borrow()))
+        .sum::<u64>()
+}
+
+/// The messages the model sees, kept beside the tree: copied out of the
+/// tree's active branch only when the loop needs them as its own (a model
+/// call, a message to append); until then they are read from the tree.
+#[derive(Debug, Default)]
+pub(crate) struct ModelContext {
+    /// The copy, once made.
+    built: Option<Vec<Message>>,
+    /// Index in `built` of the first message written after the latest
+    /// compaction (usage reported before it is stale).
+    fresh_from: usize,
+}
+
+impl ModelContext {
+    /// A context of `messages` of its own (a session without a tree).
+    pub(crate) fn of(messages: Vec<Message>) -> Self {
+        Self {
+            built: Some(messages),
+            fresh_from: 0,
+        }
+    }
+
+    /// The context of a tree's active branch, read from the tree until the
+    /// loop needs a copy.
+    pub(crate) fn from_tree() -> Self {
+        Self::default()
+    }
+
+    /// The messages as the loop's own, copied out of `tree` first if they
+    /// are not yet.
+    pub(crate) fn messages_mut(&mut self, tree: &SessionTree) -> &mut Vec<Message> {
+        if self.built.is_none() {
+            let (messages, fresh_from) = tree.context_messages();
+            self.fresh_from = fresh_from;
+            self.built = Some(messages);
+        }
+        self.built.get_or_insert_with(Vec::new)
+    }
+
+    /// The messages, read where they are (`tree`: the session's tree).
+    pub(crate) fn view<'a>(&'a self, tree: &'a SessionTree) -> ContextView<'a> {
+        match &self.built {
+            Some(messages) => ContextView::Built {
+                messages,
+                fresh_from: self.fresh_from,
+            },
+            None => ContextView::Tree(tree.context_refs()),
+        }
+    }
+}
+
+/// The messages the model sees, borrowed: the loop's copy or the tree's
+/// entries.
+#[allow(clippy::large_enum_variant, reason = "short-lived, made for one read")]
+pub(crate) enum ContextView<'a> {
+    Built {
+        messages: &'a [Message],
+        fresh_from: usize,
+    },
+    Tree(ContextRefs<'a>),
+}
+
+impl ContextView<'_> {
+    /// Runs `f` on the messages and `fresh_from`.
+    fn with<R>(&self, f: impl FnOnce(&[&Message], usize) -> R) -> R {
+        match self {
+            ContextView::Built {
+                messages,
+                fresh_from,
+            } => f(&messages.iter().collect::<Vec<_>>(), *fresh_from),
+            ContextView::Tree(refs) => match &refs.summary {
+                None => f(&refs.messages, refs.fresh_from),
+                Some(summary) => {
+                    let all: Vec<&Message> = std::iter::once(summary)
+                        .chain(refs.messages.iter().copied())
+                        .collect();
+                    f(&all, refs.fresh_from)
+                }
+            },
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            ContextView::Built { messages, .. } => messages.len(),
+            ContextView::Tree(refs) => refs.len(),
+        }
+    }
+
+    /// [`context_tokens`] of the messages.
+    pub(crate) fn tokens(&self) -> u64 {
+        match self {
+            ContextView::Built {
+                messages,
+                fresh_from,
+            } => context_tokens(messages, *fresh_from),
+            ContextView::Tree(_) => self.with(|m, fresh_from| context_tokens(m, fresh_from)),
+        }
+    }
+
+    /// The turn a crash or kill cut off (see [`crate::resume`]).
+    pub(crate) fn interrupted(&self) -> Option<crate::resume::Interrupted> {
+        match self {
+            ContextView::Built { messages, .. } => crate::resume::interrupted(messages),
+            ContextView::Tree(_) => self.with(|m, _| crate::resume::interrupted(m)),
+        }
+    }
+
+    /// A copy of the messages.
+    pub(crate) fn to_vec(&self) -> Vec<Message> {
+        match self {
+            ContextView::Built { messages, .. } => messages.to_vec(),
+            ContextView::Tree(refs) => {
+                let mut all = Vec::with_capacity(refs.len());
+                all.extend(refs.summary.iter().cloned());
+                all.extend(refs.messages.iter().map(|m| (*m).clone()));
+                all
+            }
+        }
+    }
+
+    /// The text of the last assistant message.
+    pub(crate) fn last_assistant_text(&self) -> Option<String> {
+        let text = |m: &Message| match m {
+            Message::Assistant(a) => Some(a.text()),
+            Message::User(_) | Message::ToolResult(_) => None,
+        };
+        match self {
+            ContextView::Built { messages, .. } => messages.iter().rev().find_map(text),
+            ContextView::Tree(refs) => refs
+                .messages
+                .iter()
+                .rev()
+                .find_map(|m| text(m))
+                .or_else(|| refs.summary.as_ref().and_then(text)),
+        }
+    }
 }
 
 /// `contextUsage`: how full the model's window is.
@@ -164,6 +309,7 @@ pub(crate) fn stats(shared: &SharedState) -> SessionStats {
         cache_write: usage.cache_write,
         total: usage.input + usage.output + usage.cache_read + usage.cache_write,
     };
+    let context = s.context.view(&s.tree);
     SessionStats {
         user_messages: user,
         assistant_messages: assistant,
@@ -173,11 +319,8 @@ pub(crate) fn stats(shared: &SharedState) -> SessionStats {
         tokens,
         cost: usage.cost.total,
         compactions,
-        context_messages: s.messages.len(),
-        context_usage: ContextUsage::new(
-            context_tokens(&s.messages, s.fresh_from),
-            s.config.model.context_window,
-        ),
+        context_messages: context.len(),
+        context_usage: ContextUsage::new(context.tokens(), s.config.model.context_window),
     }
 }
 
@@ -226,11 +369,10 @@ pub(crate) async fn move_leaf(
     Ok(())
 }
 
-/// Rebuilds the messages the model sees from the tree's active branch.
+/// Rebuilds the messages the model sees from the tree's active branch (a
+/// copy is made again when the loop needs one).
 pub(crate) fn rebuild(s: &mut crate::session::Shared) {
-    let ctx = s.tree.context();
-    s.messages = ctx.messages;
-    s.fresh_from = ctx.fresh_from;
+    s.context = ModelContext::from_tree();
 }
 
 /// The user message `entry_id` on the active branch, as the text to edit

@@ -11,6 +11,7 @@
 //! the cut-off turn is written again; only the missing results are added.
 //! It must not know about front ends or the approvals engine.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 use keel_protocol::{AgentEvent, AssistantMessage, Message};
@@ -28,18 +29,18 @@ pub(crate) struct Interrupted {
 
 /// The unanswered calls of the active branch's last assistant message,
 /// when nothing but results of its calls follows it.
-pub(crate) fn interrupted(messages: &[Message]) -> Option<Interrupted> {
+pub(crate) fn interrupted<M: Borrow<Message>>(messages: &[M]) -> Option<Interrupted> {
     let (at, message) = messages
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, m)| match m {
+        .find_map(|(i, m)| match m.borrow() {
             Message::Assistant(a) => Some((i, a)),
             Message::User(_) | Message::ToolResult(_) => None,
         })?;
     let mut answered = HashSet::new();
     for later in &messages[at + 1..] {
-        match later {
+        match later.borrow() {
             Message::ToolResult(r) => {
                 answered.insert(r.tool_call_id.as_str());
             }

@@ -72,7 +72,11 @@ impl RunCtx {
     /// [`commit_message`](Self::commit_message), returning the id of the
     /// message's session entry.
     pub async fn commit_entry(&self, message: Message) -> Option<String> {
-        lock(&self.shared).messages.push(message.clone());
+        {
+            let mut guard = lock(&self.shared);
+            let s = &mut *guard;
+            s.context.messages_mut(&s.tree).push(message.clone());
+        }
         let recorded = crate::history::record(
             &self.shared,
             self.deps.log.as_ref(),
@@ -124,7 +128,11 @@ pub(crate) enum Start {
 /// Runs the agent from `start` until it stops, fails or is aborted.
 pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationToken) {
     ctx.emit(AgentEvent::AgentStart).await;
-    let start_len = lock(&ctx.shared).messages.len();
+    let start_len = {
+        let mut guard = lock(&ctx.shared);
+        let s = &mut *guard;
+        s.context.messages_mut(&s.tree).len()
+    };
     let mut stopped = false;
     let mut pending: Vec<Message> = match start {
         Start::Prompt(prompt) => {
@@ -135,7 +143,10 @@ pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationTok
             pending
         }
         Start::Resume => {
-            let interrupted = crate::resume::interrupted(&lock(&ctx.shared).messages);
+            let interrupted = {
+                let s = lock(&ctx.shared);
+                s.context.view(&s.tree).interrupted()
+            };
             if let Some(interrupted) = interrupted {
                 stopped = !crate::resume::resume_turn(&ctx, interrupted, &cancel).await;
             }
@@ -277,8 +288,10 @@ pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationTok
 
     ctx.flush_log().await;
     let messages = {
-        let shared = lock(&ctx.shared);
-        shared.messages[start_len.min(shared.messages.len())..].to_vec()
+        let mut guard = lock(&ctx.shared);
+        let s = &mut *guard;
+        let messages = s.context.messages_mut(&s.tree);
+        messages[start_len.min(messages.len())..].to_vec()
     };
     ctx.emit(AgentEvent::AgentEnd { messages }).await;
 }
@@ -416,14 +429,15 @@ fn retry_delay(
 
 /// The request of the next model call and the provider to send it to.
 fn model_request(ctx: &RunCtx) -> (ModelRequest, Arc<dyn keel_llm::Provider>) {
-    let s = lock(&ctx.shared);
+    let mut guard = lock(&ctx.shared);
+    let s = &mut *guard;
     let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
     let system = effective_system_prompt(&s.config, &tools, &ctx.deps.clock.today());
     (
         ModelRequest {
             model: s.config.model.id.clone(),
             system_prompt: system,
-            messages: s.messages.clone(),
+            messages: s.context.messages_mut(&s.tree).clone(),
             tools,
             thinking_level: s.config.thinking_level,
             max_output_tokens: s.config.model.max_output_tokens,

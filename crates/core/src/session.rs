@@ -53,7 +53,9 @@ pub struct SessionDeps {
 /// State shared between the handle, the session task and a running run.
 pub(crate) struct Shared {
     pub config: SessionConfig,
-    pub messages: Vec<Message>,
+    /// The messages the model sees: the context of the tree's active
+    /// branch (read from the tree until the loop needs its own copy).
+    pub context: crate::history::ModelContext,
     pub queues: Queues,
     pub running: bool,
     pub provider: Arc<dyn Provider>,
@@ -75,11 +77,8 @@ pub(crate) struct Shared {
     /// its turn waits on are cancelled, not left pending.
     pub abort_requested: bool,
     /// Every entry of the session (a mirror of the log) and the leaf;
-    /// `messages` is the context of its active branch.
+    /// `context` is the context of its active branch.
     pub tree: keel_session_store::SessionTree,
-    /// Index of the first message of `messages` written after the latest
-    /// compaction (usage reported before it is stale).
-    pub fresh_from: usize,
     /// Keeps the tree's order the log's order.
     pub record_lock: Arc<tokio::sync::Mutex<()>>,
     /// Whether the conversation is compacted automatically.
@@ -287,7 +286,7 @@ impl SessionHandle {
     /// session is idle.
     pub fn has_cut_off_turn(&self) -> bool {
         let s = lock(&self.shared);
-        !s.running && s.compacting.is_none() && crate::resume::interrupted(&s.messages).is_some()
+        !s.running && s.compacting.is_none() && s.context.view(&s.tree).interrupted().is_some()
     }
 
     /// Resumes a turn a crash or kill cut off: when the active branch ends
@@ -303,7 +302,7 @@ impl SessionHandle {
             let mut s = lock(&self.shared);
             if s.running
                 || s.compacting.is_some()
-                || crate::resume::interrupted(&s.messages).is_none()
+                || s.context.view(&s.tree).interrupted().is_none()
             {
                 return Ok(false);
             }
@@ -475,7 +474,7 @@ impl SessionHandle {
             model: s.config.model.clone(),
             thinking_level: s.config.thinking_level,
             is_streaming: s.running,
-            message_count: s.messages.len(),
+            message_count: s.context.view(&s.tree).len(),
             queued_message_count: s.queues.len(),
             steering_mode: s.queues.steering_mode,
             follow_up_mode: s.queues.follow_up_mode,
@@ -496,7 +495,8 @@ impl SessionHandle {
 
     /// The conversation so far.
     pub fn messages(&self) -> Vec<Message> {
-        lock(&self.shared).messages.clone()
+        let s = lock(&self.shared);
+        s.context.view(&s.tree).to_vec()
     }
 
     /// Turns automatic compaction (threshold and overflow) on or off.
@@ -582,21 +582,15 @@ impl SessionHandle {
     pub fn context_usage(&self) -> crate::history::ContextUsage {
         let s = lock(&self.shared);
         crate::history::ContextUsage::new(
-            crate::history::context_tokens(&s.messages, s.fresh_from),
+            s.context.view(&s.tree).tokens(),
             s.config.model.context_window,
         )
     }
 
     /// Text of the last assistant message, if any.
     pub fn last_assistant_text(&self) -> Option<String> {
-        lock(&self.shared)
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::Assistant(a) => Some(a.text()),
-                _ => None,
-            })
+        let s = lock(&self.shared);
+        s.context.view(&s.tree).last_assistant_text()
     }
 }
 
@@ -617,15 +611,16 @@ impl Session {
         let queues = Queues::new(config.steering_mode, config.follow_up_mode);
         let deps = Arc::new(deps);
         let tree = config.history.take().unwrap_or_default();
-        let (messages, fresh_from) = if tree.entries().is_empty() {
-            (config.initial_messages.clone(), 0)
+        // A session opened from a file reads its context from the tree
+        // until the loop needs a copy (no copy of a long history to open it).
+        let context = if tree.entries().is_empty() {
+            crate::history::ModelContext::of(config.initial_messages.clone())
         } else {
-            tree.context_messages()
+            crate::history::ModelContext::from_tree()
         };
         let shared = Arc::new(Mutex::new(Shared {
-            messages,
+            context,
             tree,
-            fresh_from,
             record_lock: Arc::default(),
             auto_compaction: config.compaction.enabled,
             compacting: None,

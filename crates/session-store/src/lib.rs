@@ -26,6 +26,7 @@
 
 mod error;
 mod format;
+mod ids;
 mod load;
 mod store;
 mod tree;
@@ -42,8 +43,8 @@ pub use format::{
 pub use load::{LoadedSession, load};
 pub use store::{FIRST_MESSAGE_MAX_CHARS, SessionStore, SessionSummary};
 pub use tree::{
-    CompactionInfo, Context, SUMMARY_PREFIX, SUMMARY_SUFFIX, SessionTree, context_of,
-    summary_message, user_text,
+    CompactionInfo, Context, ContextRefs, SUMMARY_PREFIX, SUMMARY_SUFFIX, SessionTree,
+    context_messages_of, context_of, context_refs_of, summary_message, user_text,
 };
 pub use writer::{SessionWriter, WRITER_CHANNEL_CAPACITY};
 

@@ -8,7 +8,6 @@
 //! any wire protocol.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -23,6 +22,7 @@ use crate::format::{
     Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms,
     to_line,
 };
+use crate::ids::IdSet;
 use crate::load::{is_blank, read_header, trim_line_end};
 use crate::writer::{self, SessionWriter};
 
@@ -126,7 +126,7 @@ impl SessionStore {
             path,
             header.id,
             None,
-            HashSet::new(),
+            IdSet::default(),
             Some(dir),
         ))
     }
@@ -143,10 +143,10 @@ impl SessionStore {
     ) -> Result<SessionWriter> {
         let (header, dir, path) = self.new_file(cwd, parent_session);
         let mut lines = to_line(&header)?;
-        let mut ids = HashSet::new();
+        let mut ids = IdSet::default();
         for entry in &entries {
             lines.extend(to_line(entry)?);
-            ids.insert(entry.id.clone());
+            ids.insert(&entry.id);
         }
         let leaf = entries.last().map(|e| e.id.clone());
         let file = {

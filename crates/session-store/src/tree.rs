@@ -21,6 +21,7 @@ use keel_protocol::{ContentBlock, Message, UserMessage};
 use serde_json::Value;
 
 use crate::format::{Entry, EntryBody, random_entry_id};
+use crate::ids::IdMap;
 
 /// What the model reads in place of the summarised conversation; the
 /// summary follows, then [`SUMMARY_SUFFIX`].
@@ -71,6 +72,84 @@ fn timestamp_ms(ts: &str) -> i64 {
 
 /// The context of a branch (root first).
 pub fn context_of(branch: &[&Entry]) -> Context {
+    build_context(branch)
+}
+
+/// The messages the model sees on a branch (root first) and the index of
+/// the first one written after the latest compaction: [`context_of`]
+/// without the entry ids, for callers that only send the messages.
+pub fn context_messages_of(branch: &[&Entry]) -> (Vec<Message>, usize) {
+    let refs = context_refs_of(branch);
+    let mut messages = Vec::with_capacity(refs.len());
+    messages.extend(refs.summary);
+    messages.extend(refs.messages.into_iter().cloned());
+    (messages, refs.fresh_from)
+}
+
+/// The messages the model sees on a branch, borrowed from the entries (the
+/// compaction summary, made for the context, is the one owned message).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextRefs<'a> {
+    /// The latest compaction's summary: the context's first message.
+    pub summary: Option<Message>,
+    /// The messages after the summary, in order.
+    pub messages: Vec<&'a Message>,
+    /// As [`Context::fresh_from`] (the summary counts as a message).
+    pub fresh_from: usize,
+}
+
+impl ContextRefs<'_> {
+    /// How many messages the context has, the summary included.
+    pub fn len(&self) -> usize {
+        usize::from(self.summary.is_some()) + self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// [`context_messages_of`] without copying the messages.
+pub fn context_refs_of<'a>(branch: &[&'a Entry]) -> ContextRefs<'a> {
+    let message = |e: &&'a Entry| match &e.body {
+        EntryBody::Message { message } => Some(message),
+        _ => None,
+    };
+    let latest = branch
+        .iter()
+        .rposition(|e| matches!(e.body, EntryBody::Compaction { .. }));
+    let Some(at) = latest else {
+        return ContextRefs {
+            summary: None,
+            messages: branch.iter().filter_map(message).collect(),
+            fresh_from: 0,
+        };
+    };
+    let entry = branch[at];
+    let EntryBody::Compaction {
+        summary,
+        first_kept_entry_id,
+        ..
+    } = &entry.body
+    else {
+        return ContextRefs::default();
+    };
+    let start = branch[..at]
+        .iter()
+        .position(|e| &e.id == first_kept_entry_id)
+        .unwrap_or(at);
+    let mut messages: Vec<&Message> = branch[start..at].iter().filter_map(message).collect();
+    let fresh_from = 1 + messages.len();
+    messages.extend(branch[at + 1..].iter().filter_map(message));
+    ContextRefs {
+        summary: Some(summary_message(summary, timestamp_ms(&entry.timestamp))),
+        messages,
+        fresh_from,
+    }
+}
+
+/// [`context_of`].
+fn build_context(branch: &[&Entry]) -> Context {
     let mut ctx = Context::default();
     let push = |ctx: &mut Context, e: &Entry| {
         if let EntryBody::Message { message } = &e.body {
@@ -82,6 +161,7 @@ pub fn context_of(branch: &[&Entry]) -> Context {
         .iter()
         .rposition(|e| matches!(e.body, EntryBody::Compaction { .. }));
     let Some(at) = latest else {
+        ctx.messages.reserve(branch.len());
         for e in branch {
             push(&mut ctx, e);
         }
@@ -126,10 +206,15 @@ pub fn context_of(branch: &[&Entry]) -> Context {
 #[derive(Debug, Clone, Default)]
 pub struct SessionTree {
     entries: Vec<Entry>,
-    index: HashMap<String, usize>,
+    /// Entry id → position in `entries`.
+    index: IdMap<usize>,
     /// Entries of unknown types: id → parentId, so the tree stays linked.
     skipped: HashMap<String, Option<String>>,
     leaf: Option<String>,
+    /// `entries[..linear]` is one chain from a root, in order (each entry
+    /// follows the one before it, ids unique): the branch to any of them
+    /// is known without a walk.
+    linear: usize,
 }
 
 impl SessionTree {
@@ -139,32 +224,37 @@ impl SessionTree {
         skipped: HashMap<String, Option<String>>,
         leaf: Option<String>,
     ) -> Self {
-        let index = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.id.clone(), i))
-            .collect();
+        let mut index = IdMap::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            index.insert(&e.id, i);
+        }
         Self {
             entries,
             index,
             skipped,
             leaf,
+            linear: 0,
         }
     }
 
     /// A tree of `entries` whose id index is already built (`index`: id →
-    /// position in `entries`, the later entry for a duplicate id).
+    /// position in `entries`, the later entry for a duplicate id); the
+    /// first `linear` entries are known to form one chain from a root, in
+    /// order, with unique ids.
     pub(crate) fn indexed(
         entries: Vec<Entry>,
-        index: HashMap<String, usize>,
+        index: IdMap<usize>,
         skipped: HashMap<String, Option<String>>,
         leaf: Option<String>,
+        linear: usize,
     ) -> Self {
+        let linear = linear.min(entries.len());
         Self {
             entries,
             index,
             skipped,
             leaf,
+            linear,
         }
     }
 
@@ -185,7 +275,7 @@ impl SessionTree {
 
     /// Whether an entry (of a known or unknown type) has this id.
     pub fn contains(&self, id: &str) -> bool {
-        self.index.contains_key(id) || self.skipped.contains_key(id)
+        self.index.contains(id) || self.skipped.contains_key(id)
     }
 
     /// Adds an entry written elsewhere (its `parentId` as written) and
@@ -193,9 +283,21 @@ impl SessionTree {
     pub fn push(&mut self, entry: Entry) {
         self.leaf = Some(entry.id.clone());
         match self.index.get(&entry.id) {
-            Some(i) => self.entries[*i] = entry,
+            Some(i) => {
+                // The chain may break at the replaced entry.
+                self.linear = self.linear.min(*i);
+                self.entries[*i] = entry;
+            }
             None => {
-                self.index.insert(entry.id.clone(), self.entries.len());
+                let follows =
+                    entry.parent_id.as_deref() == self.entries.last().map(|e| e.id.as_str());
+                if follows
+                    && self.linear == self.entries.len()
+                    && !self.skipped.contains_key(&entry.id)
+                {
+                    self.linear += 1;
+                }
+                self.index.insert(&entry.id, self.entries.len());
                 self.entries.push(entry);
             }
         }
@@ -232,12 +334,18 @@ impl SessionTree {
 
     /// The chain from a root to `id`, in order.
     ///
-    /// Most trees are linear (each entry follows the one before it), so the
+    /// Most trees are linear (each entry follows the one before it): the
+    /// branch to an entry of the known chain is its prefix. Otherwise the
     /// walk first tries the entry just before the current one and looks
     /// the id up only when a link points elsewhere (or ids repeat).
     pub fn branch_to(&self, id: Option<&str>) -> Vec<&Entry> {
+        if let Some(i) = id.and_then(|id| self.index.get(id))
+            && *i < self.linear
+        {
+            return self.entries[..=*i].iter().collect();
+        }
         let limit = self.entries.len() + self.skipped.len();
-        let mut chain = Vec::new();
+        let mut chain = Vec::with_capacity(self.entries.len());
         let mut steps = 0usize;
         let mut current = id;
         let mut guess: Option<usize> = None;
@@ -271,6 +379,17 @@ impl SessionTree {
     /// The context of the active branch.
     pub fn context(&self) -> Context {
         context_of(&self.branch())
+    }
+
+    /// The messages of the active branch's context and its `fresh_from`
+    /// (see [`context_messages_of`]).
+    pub fn context_messages(&self) -> (Vec<Message>, usize) {
+        context_messages_of(&self.branch())
+    }
+
+    /// The active branch's context, borrowed (see [`context_refs_of`]).
+    pub fn context_refs(&self) -> ContextRefs<'_> {
+        context_refs_of(&self.branch())
     }
 
     /// The user messages on the active branch one can branch from:
@@ -335,7 +454,7 @@ mod tests {
             entry("c1", Some("u2"), compaction("u2", "S1")),
             entry("a2", Some("c1"), msg(assistant("five"))),
         ];
-        let tree = SessionTree::new(entries, HashMap::new(), Some("a2".into()));
+        let mut tree = SessionTree::new(entries, HashMap::new(), Some("a2".into()));
         let ctx = tree.context();
         let texts: Vec<String> = ctx.messages.iter().map(text_of).collect();
         assert_eq!(
@@ -348,6 +467,18 @@ mod tests {
         );
         assert_eq!(ctx.entry_ids, ["c1", "u2", "a2"]);
         assert_eq!(ctx.fresh_from, 2);
+        // The same context without ids, and borrowed.
+        assert_eq!(tree.context_messages(), (ctx.messages.clone(), 2));
+        let refs = tree.context_refs();
+        assert_eq!((refs.len(), refs.fresh_from), (3, 2));
+        assert_eq!(refs.summary.as_ref(), Some(&ctx.messages[0]));
+        assert_eq!(refs.messages, [&ctx.messages[1], &ctx.messages[2]]);
+        tree.set_leaf(Some("u2".into()));
+        let refs = tree.context_refs();
+        assert_eq!(
+            (refs.summary, refs.messages.len(), refs.fresh_from),
+            (None, 4, 0)
+        );
         assert_eq!(ctx.compaction.as_ref().unwrap().summary, "S1");
     }
 
@@ -412,6 +543,73 @@ mod tests {
                 "calling".into(),
                 "done".into()
             ]
+        );
+    }
+
+    /// A tree built from a linear load (the chain known) against the same
+    /// entries walked link by link.
+    fn both_ways(entries: &[Entry], leaf: &str) -> (SessionTree, SessionTree) {
+        let walked = SessionTree::new(entries.to_vec(), HashMap::new(), Some(leaf.into()));
+        let mut index = IdMap::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            index.insert(&e.id, i);
+        }
+        let known = SessionTree::indexed(
+            entries.to_vec(),
+            index,
+            HashMap::new(),
+            Some(leaf.into()),
+            entries.len(),
+        );
+        (walked, known)
+    }
+
+    fn ids(branch: Vec<&Entry>) -> Vec<String> {
+        branch.into_iter().map(|e| e.id.clone()).collect()
+    }
+
+    #[test]
+    fn a_known_chain_gives_the_same_branches_as_the_walk_as_it_changes() {
+        let entries = vec![
+            entry("u1", None, msg(user("one"))),
+            entry("a1", Some("u1"), msg(assistant("two"))),
+            entry("u2", Some("a1"), msg(user("three"))),
+            entry("a2", Some("u2"), msg(assistant("four"))),
+        ];
+        let (mut walked, mut known) = both_ways(&entries, "a2");
+        let same = |w: &SessionTree, k: &SessionTree, to: Option<&str>| {
+            assert_eq!(ids(w.branch_to(to)), ids(k.branch_to(to)), "{to:?}");
+        };
+        for to in [
+            None,
+            Some("u1"),
+            Some("a1"),
+            Some("u2"),
+            Some("a2"),
+            Some("x"),
+        ] {
+            same(&walked, &known, to);
+        }
+        assert_eq!(ids(known.branch()), ["u1", "a1", "u2", "a2"]);
+        // Appending after the last entry extends the chain; a fork from the
+        // middle and a replaced entry do not break the answers.
+        let steps = [
+            entry("u3", Some("a2"), msg(user("five"))),
+            entry("f1", Some("a1"), msg(user("fork"))),
+            entry("f2", Some("f1"), msg(assistant("fork answer"))),
+            entry("u2", Some("f2"), msg(user("three again"))),
+            entry("z1", Some("u3"), msg(user("after"))),
+        ];
+        for step in steps {
+            walked.push(step.clone());
+            known.push(step);
+            for to in ["u1", "a1", "u2", "a2", "u3", "f1", "f2", "z1"] {
+                same(&walked, &known, Some(to));
+            }
+        }
+        assert_eq!(
+            ids(known.branch_to(Some("a2"))),
+            ["u1", "a1", "f1", "f2", "u2", "a2"]
         );
     }
 

@@ -9,7 +9,6 @@
 //! It must not know how files are found or parsed (`store`, `load`), nor any
 //! wire protocol.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Write};
@@ -20,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
 use crate::format::{Entry, EntryBody, now_rfc3339, random_entry_id, to_line};
+use crate::ids::IdSet;
 
 /// Capacity of the command channel between handles and the writer task.
 /// `append` waits for room when the task falls this far behind.
@@ -61,7 +61,7 @@ struct Inner {
 
 struct State {
     leaf: Option<String>,
-    ids: HashSet<String>,
+    ids: IdSet,
     closed: bool,
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn spawn(
     path: PathBuf,
     session_id: String,
     leaf: Option<String>,
-    ids: HashSet<String>,
+    ids: IdSet,
 ) -> SessionWriter {
     spawn_syncing(file, path, session_id, leaf, ids, None)
 }
@@ -89,7 +89,7 @@ pub(crate) fn spawn_syncing(
     path: PathBuf,
     session_id: String,
     leaf: Option<String>,
-    ids: HashSet<String>,
+    ids: IdSet,
     dir: Option<PathBuf>,
 ) -> SessionWriter {
     let (tx, rx) = mpsc::channel(WRITER_CHANNEL_CAPACITY);
@@ -172,7 +172,7 @@ impl SessionWriter {
             body,
         };
         let line = to_line(&entry)?;
-        state.ids.insert(entry.id.clone());
+        state.ids.insert(&entry.id);
         state.leaf = Some(entry.id.clone());
         permit.send(Command::Append(line));
         Ok(entry)
@@ -495,7 +495,8 @@ mod tests {
         within(writer.close()).await.unwrap();
         let loaded = within(load(writer.path())).await.unwrap();
         assert_eq!(loaded.entries.len(), 400);
-        let unique: HashSet<&str> = loaded.entries.iter().map(|e| e.id.as_str()).collect();
+        let unique: std::collections::HashSet<&str> =
+            loaded.entries.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(unique.len(), 400);
         // Each entry's parent is the line before it.
         assert_eq!(loaded.entries[0].parent_id, None);
@@ -559,7 +560,7 @@ mod tests {
             PathBuf::from("/dev/full"),
             "s".into(),
             None,
-            HashSet::new(),
+            IdSet::default(),
         );
         within(writer.append(msg(user("x")))).await.unwrap();
         let err = within(writer.flush()).await.unwrap_err();

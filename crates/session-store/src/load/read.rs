@@ -1,23 +1,38 @@
 //! Reading a session file into a [`LoadedSession`]: the whole file in one
-//! read, its lines parsed (the second half of a big file on a second
-//! thread) and taken in file order, with the crash-tail and duplicate-id
-//! rules of [`load`](super::load).
+//! read, its lines parsed (a big file's in chunks, by this thread and a
+//! second one) and taken in file order, with the crash-tail and
+//! duplicate-id rules of [`load`](super::load).
 //!
 //! It knows lines only through `format`; what a loaded session offers
 //! (branch, messages, reopening) is the parent module's.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use crate::error::{Error, Result};
 use crate::format::{Entry, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line};
+use crate::ids::IdMap;
 
-use super::{LoadedSession, is_blank, read_header, trim_line_end};
+use super::{Latest, LoadedSession, is_blank, read_header, trim_line_end};
 
 /// Below this many bytes of entries a file is parsed on one thread.
 pub(super) const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
+/// About how many bytes of lines a chunk of a big file holds.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// Chunks the second thread may have parsed ahead of the one taking them.
+const PARSED_CHUNKS_CAPACITY: usize = 16;
+
 pub(super) fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
+    load_in_chunks(path, CHUNK_BYTES)
+}
+
+/// [`load_blocking`], a big file's lines parsed in chunks of about
+/// `chunk_bytes`.
+pub(super) fn load_in_chunks(path: PathBuf, chunk_bytes: usize) -> Result<LoadedSession> {
     // One read of the whole file: lines are parsed where they lie (no copy
     // per line) and the entry vector is sized once, from the line count.
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
@@ -30,7 +45,7 @@ pub(super) fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
             supported: FORMAT_VERSION,
         });
     }
-    let lines = rest.iter().filter(|b| **b == b'\n').count() + 1;
+    let lines = count_newlines(rest) + 1;
     let mut state = LineReader {
         path,
         needs_newline: !bytes[..header_len as usize].ends_with(b"\n"),
@@ -38,47 +53,42 @@ pub(super) fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
         valid_len: header_len,
         line_no: 1,
         entries: Vec::with_capacity(lines),
-        index: HashMap::with_capacity(lines),
+        index: IdMap::with_capacity(lines),
         skipped: HashMap::new(),
         has_duplicate_ids: false,
-        leaf_id: None,
+        linear: true,
+        latest: Latest::default(),
+        leaf: Leaf::None,
         warned_kinds: HashSet::new(),
         pending: None,
     };
-    // The second half of a big file is parsed on another thread while this
-    // one parses (and takes in) the first; the lines are then taken in file
-    // order, so the outcome is the same as reading them one by one.
-    let (first, second) = split_in_half(rest);
-    std::thread::scope(|scope| -> Result<()> {
-        let other = (!second.is_empty())
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("keel-session-load".to_owned())
-                    .spawn_scoped(scope, || {
-                        lines_of(second).map(parse_line).collect::<Vec<_>>()
-                    })
-                    .ok()
-            })
-            .flatten();
-        for line in lines_of(first) {
-            state.take(line, parse_line(line))?;
-        }
-        match other.map(|handle| handle.join()) {
-            Some(Ok(parsed)) => {
-                for (line, parsed) in lines_of(second).zip(parsed) {
-                    state.take(line, parsed)?;
-                }
-            }
-            // The thread could not start or failed: parse here instead.
-            None | Some(Err(_)) => {
-                for line in lines_of(second) {
-                    state.take(line, parse_line(line))?;
-                }
-            }
-        }
-        Ok(())
+    let chunk_bytes = if rest.len() < PARALLEL_MIN_BYTES {
+        usize::MAX
+    } else {
+        chunk_bytes
+    };
+    parse_in_order(&chunks_of(rest, chunk_bytes), |line, parsed| {
+        state.take(line, parsed)
     })?;
     Ok(state.finish(bytes.len() as u64, header))
+}
+
+/// How many `\n` bytes `bytes` holds, eight bytes at a time.
+fn count_newlines(bytes: &[u8]) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const NEWLINES: u64 = 0x0a0a_0a0a_0a0a_0a0a;
+    let mut words = bytes.chunks_exact(8);
+    let mut count = 0usize;
+    for word in &mut words {
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(word);
+        // A zero byte of `x` (a newline of the input) gets its high bit set
+        // in `zero`, and no other byte does.
+        let x = u64::from_ne_bytes(raw) ^ NEWLINES;
+        let zero = !(((x & LOW7) + LOW7) | x | LOW7);
+        count += zero.count_ones() as usize;
+    }
+    count + words.remainder().iter().filter(|b| **b == b'\n').count()
 }
 
 /// The lines of `bytes`, each with its terminator (the last one may have
@@ -87,17 +97,107 @@ fn lines_of(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split_inclusive(|b| *b == b'\n')
 }
 
-/// Splits `bytes` after the line end nearest its middle (all in the first
-/// part when it is small).
-fn split_in_half(bytes: &[u8]) -> (&[u8], &[u8]) {
-    if bytes.len() < PARALLEL_MIN_BYTES {
-        return (bytes, &[]);
+/// Splits `bytes` after line ends into chunks of about `size` bytes.
+fn chunks_of(bytes: &[u8], size: usize) -> Vec<&[u8]> {
+    let mut chunks = Vec::new();
+    let mut rest = bytes;
+    while rest.len() > size {
+        let Some(at) = rest[size..].iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let (chunk, after) = rest.split_at(size + at + 1);
+        chunks.push(chunk);
+        rest = after;
     }
-    let mid = bytes.len() / 2;
-    match bytes[mid..].iter().position(|b| *b == b'\n') {
-        Some(at) => bytes.split_at(mid + at + 1),
-        None => (bytes, &[]),
+    if !rest.is_empty() {
+        chunks.push(rest);
     }
+    chunks
+}
+
+/// The lines of one chunk, parsed.
+fn parse_chunk(chunk: &[u8]) -> Vec<ParsedOrBlank> {
+    lines_of(chunk).map(parse_line).collect()
+}
+
+/// Parses the lines of `chunks` and hands each to `take` in file order,
+/// stopping at its first error. With more than one chunk a second thread
+/// parses too: each thread claims the next chunk nobody has claimed, and
+/// this one takes the parsed chunks in order, parsing one itself whenever
+/// the next in order is not ready. So the work is shared evenly and the
+/// outcome is the same as reading the lines one by one.
+fn parse_in_order<'a>(
+    chunks: &[&'a [u8]],
+    mut take: impl FnMut(&'a [u8], ParsedOrBlank) -> Result<()>,
+) -> Result<()> {
+    let take_parsed = |take: &mut dyn FnMut(&'a [u8], ParsedOrBlank) -> Result<()>,
+                       chunk: &'a [u8],
+                       parsed: Vec<ParsedOrBlank>|
+     -> Result<()> {
+        lines_of(chunk)
+            .zip(parsed)
+            .try_for_each(|(line, parsed)| take(line, parsed))
+    };
+    if chunks.len() < 2 {
+        return chunks
+            .iter()
+            .flat_map(|chunk| lines_of(chunk))
+            .try_for_each(|line| take(line, parse_line(line)));
+    }
+    let next = AtomicUsize::new(0);
+    let claim = || {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        chunks.get(i).map(|chunk| (i, *chunk))
+    };
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::sync_channel::<(usize, Vec<ParsedOrBlank>)>(PARSED_CHUNKS_CAPACITY);
+        // If the thread cannot start, this one parses every chunk.
+        let helper = std::thread::Builder::new()
+            .name("keel-session-load".to_owned())
+            .spawn_scoped(scope, move || {
+                while let Some((i, chunk)) = claim() {
+                    if tx.send((i, parse_chunk(chunk))).is_err() {
+                        break;
+                    }
+                }
+            });
+        let mut ready: Vec<Option<Vec<ParsedOrBlank>>> = chunks.iter().map(|_| None).collect();
+        let result = chunks.iter().enumerate().try_for_each(|(want, chunk)| {
+            loop {
+                if let Some(parsed) = ready[want].take() {
+                    return take_parsed(&mut take, chunk, parsed);
+                }
+                if let Ok((i, parsed)) = rx.try_recv() {
+                    ready[i] = Some(parsed);
+                    continue;
+                }
+                match claim() {
+                    // The next chunk in order is this thread's: taken as
+                    // its lines are parsed.
+                    Some((i, _)) if i == want => {
+                        return lines_of(chunk).try_for_each(|line| take(line, parse_line(line)));
+                    }
+                    Some((i, later)) => ready[i] = Some(parse_chunk(later)),
+                    // Every chunk is claimed: the one wanted is the other
+                    // thread's (or, if it is gone, parsed here).
+                    None => match rx.recv() {
+                        Ok((i, parsed)) => ready[i] = Some(parsed),
+                        Err(_) => return take_parsed(&mut take, chunk, parse_chunk(chunk)),
+                    },
+                }
+            }
+        });
+        // Stop the other thread early (after an error): it claims nothing
+        // more and its next send fails.
+        next.store(chunks.len(), Ordering::Relaxed);
+        drop(rx);
+        // Joined here, so a thread that failed (its chunks were parsed by
+        // this one instead) does not fail the load.
+        if let Ok(helper) = helper {
+            let _ = helper.join();
+        }
+        result
+    })
 }
 
 /// A line parsed: `None` for a blank line.
@@ -109,6 +209,16 @@ fn parse_line(raw: &[u8]) -> ParsedOrBlank {
     (!is_blank(line)).then(|| parse_entry_line(line))
 }
 
+/// The last entry line read so far (the leaf), kept as a position until
+/// the end rather than as a copy of its id per line.
+enum Leaf {
+    None,
+    /// A position in the entries.
+    Entry(usize),
+    /// An entry of an unknown type.
+    Skipped(String),
+}
+
 /// What [`load_blocking`] has read so far, taking the parsed lines in file
 /// order.
 struct LineReader {
@@ -118,10 +228,14 @@ struct LineReader {
     valid_len: u64,
     line_no: usize,
     entries: Vec<Entry>,
-    index: HashMap<String, usize>,
+    index: IdMap<usize>,
     skipped: HashMap<String, Option<String>>,
     has_duplicate_ids: bool,
-    leaf_id: Option<String>,
+    /// Every entry so far follows the one before it (the first is a root),
+    /// with no duplicate ids and no entries of unknown types.
+    linear: bool,
+    latest: Latest,
+    leaf: Leaf,
     warned_kinds: HashSet<String>,
     /// A malformed line is only an error once a later line proves it was
     /// not the last one.
@@ -149,8 +263,13 @@ impl LineReader {
         }
         match parsed {
             Ok(ParsedLine::Entry(entry)) => {
-                if self.index.contains_key(&entry.id) || self.skipped.contains_key(&entry.id) {
+                self.linear = self.linear
+                    && entry.parent_id.as_deref() == self.entries.last().map(|e| e.id.as_str());
+                // With a duplicate id, the later entry wins.
+                let replaced = self.index.insert(&entry.id, self.entries.len()).is_some();
+                if replaced || self.skipped.contains_key(&entry.id) {
                     self.has_duplicate_ids = true;
+                    self.linear = false;
                     tracing::warn!(
                         path = %self.path.display(),
                         line = self.line_no,
@@ -158,9 +277,8 @@ impl LineReader {
                         "duplicate session entry id; the later entry wins"
                     );
                 }
-                // With a duplicate id, the later entry wins.
-                self.index.insert(entry.id.clone(), self.entries.len());
-                self.leaf_id = Some(entry.id.clone());
+                self.leaf = Leaf::Entry(self.entries.len());
+                self.latest.note(self.entries.len(), &entry.body);
                 self.entries.push(entry);
             }
             Ok(ParsedLine::Unknown {
@@ -177,8 +295,9 @@ impl LineReader {
                     );
                     self.warned_kinds.insert(kind);
                 }
+                self.linear = false;
                 if let Some(id) = id {
-                    self.leaf_id = Some(id.clone());
+                    self.leaf = Leaf::Skipped(id.clone());
                     self.skipped.insert(id, parent_id);
                 }
             }
@@ -203,18 +322,42 @@ impl LineReader {
             );
             self.needs_newline = false;
         }
+        let leaf_id = match self.leaf {
+            Leaf::None => None,
+            Leaf::Entry(i) => self.entries.get(i).map(|e| e.id.clone()),
+            Leaf::Skipped(id) => Some(id),
+        };
         LoadedSession {
             path: self.path,
             header,
             entries: self.entries,
-            leaf_id: self.leaf_id,
+            leaf_id,
             recovered_tail,
             index: self.index,
             skipped: self.skipped,
             has_duplicate_ids: self.has_duplicate_ids,
+            linear: self.linear,
+            latest: self.latest,
             valid_len: self.valid_len,
             file_len,
             needs_newline: self.needs_newline,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_newlines;
+
+    #[test]
+    fn newlines_are_counted_exactly_at_any_alignment() {
+        let text = b"a\nbb\n\n\x8a\x0b\x09\xff\n\n\n\n\n\n\n\n\n\xca\x8a\n0123456789abcdef\n";
+        for start in 0..text.len() {
+            for end in start..=text.len() {
+                let bytes = &text[start..end];
+                let expected = bytes.iter().filter(|b| **b == b'\n').count();
+                assert_eq!(count_newlines(bytes), expected, "{start}..{end}");
+            }
         }
     }
 }
