@@ -94,8 +94,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    if matches!(
+        (&cli.mode, &cli.command),
+        (Some(Mode::Rpc), _) | (None, Some(Command::Exec(_) | Command::AppServer(_)))
+    ) {
+        // The system prompt's date: the time zone is read now, not on the
+        // way of the first turn's request.
+        keel_core::SystemClock::warm_up();
+    }
+    let runtime = match runtime_builder(cli.mode, cli.command.as_ref())
         .enable_all()
         .build()
     {
@@ -140,6 +147,28 @@ fn main() -> ExitCode {
         Err(e) => {
             report_error(&e);
             ExitCode::from(2)
+        }
+    }
+}
+
+/// The async runtime a mode runs on.
+///
+/// RPC mode and `exec` drive one session: every task (the command worker,
+/// the run, the event pump, the frame writer) runs on the main thread, so
+/// a prompt reaches the model and a delta reaches stdout without waking
+/// another thread, and the process keeps fewer threads (stacks, malloc
+/// arenas). Blocking work (stdin, stdout, files, SQLite) still goes to
+/// tokio's blocking threads. The app server and the other subcommands keep
+/// two workers: the app server runs many threads' turns at once.
+fn runtime_builder(mode: Option<Mode>, command: Option<&Command>) -> tokio::runtime::Builder {
+    match (mode, command) {
+        (Some(Mode::Rpc), _) | (None, Some(Command::Exec(_))) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        (None, _) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
         }
     }
 }

@@ -162,13 +162,59 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+impl SystemClock {
+    /// Looks up the local time zone now, so the first turn does not (call
+    /// once at startup; later calls are cheap).
+    pub fn warm_up() {
+        let _ = local_offset(chrono::Utc::now().timestamp());
+    }
+}
+
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         chrono::Utc::now().timestamp_millis()
     }
     fn today(&self) -> String {
-        chrono::Local::now().format("%Y-%m-%d").to_string()
+        let now = chrono::Utc::now();
+        now.with_timezone(&local_offset(now.timestamp()))
+            .format("%Y-%m-%d")
+            .to_string()
     }
+}
+
+/// Every change of a UTC offset in the time zone database falls on a
+/// quarter hour of UTC, so an offset looked up at some instant holds at
+/// least until the next one.
+const OFFSET_VALID_SECS: i64 = 15 * 60;
+
+/// The local offset of this process and the UTC second until which it
+/// holds (exclusive).
+static LOCAL_OFFSET: Mutex<Option<(chrono::FixedOffset, i64)>> = Mutex::new(None);
+
+/// The local time zone's offset from UTC at `utc_secs`.
+///
+/// chrono keeps its parsed zone per thread and reads the zone file again
+/// on each new thread (and checks it every second), which put a file read
+/// on the way of a turn's first request. The offset is kept for the whole
+/// process instead and looked up again at the next quarter hour, so the
+/// date stays right across midnight and daylight saving changes; a change
+/// of the machine's zone is seen within 15 minutes.
+fn local_offset(utc_secs: i64) -> chrono::FixedOffset {
+    if let Ok(cached) = LOCAL_OFFSET.lock()
+        && let Some((offset, until)) = *cached
+        && utc_secs < until
+        && utc_secs >= until - OFFSET_VALID_SECS
+    {
+        return offset;
+    }
+    let offset = chrono::DateTime::from_timestamp(utc_secs, 0)
+        .map(|utc| *utc.with_timezone(&chrono::Local).offset())
+        .unwrap_or_else(|| *chrono::Local::now().offset());
+    let until = utc_secs.div_euclid(OFFSET_VALID_SECS) * OFFSET_VALID_SECS + OFFSET_VALID_SECS;
+    if let Ok(mut cached) = LOCAL_OFFSET.lock() {
+        *cached = Some((offset, until));
+    }
+    offset
 }
 
 /// The session's durable log. `append` queues an entry; `flush` returns once
@@ -272,5 +318,37 @@ impl SessionLog for MemoryLog {
             inner.flushed = inner.entries.len();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chrono_offset(utc_secs: i64) -> chrono::FixedOffset {
+        let utc = chrono::DateTime::from_timestamp(utc_secs, 0).unwrap();
+        *utc.with_timezone(&chrono::Local).offset()
+    }
+
+    #[test]
+    fn the_cached_offset_is_the_zone_offset_at_every_instant_asked() {
+        let now = chrono::Utc::now().timestamp();
+        // Now, half a year on (another window: looked up again), back to
+        // now (the window moved on: looked up again) and within the window.
+        for t in [now, now + 183 * 86_400, now, now + 1] {
+            assert_eq!(local_offset(t), chrono_offset(t), "at {t}");
+        }
+    }
+
+    #[test]
+    fn today_is_the_local_date() {
+        let before = chrono::Local::now().format("%Y-%m-%d").to_string();
+        let today = SystemClock.today();
+        let after = chrono::Local::now().format("%Y-%m-%d").to_string();
+        assert!(
+            today == before || today == after,
+            "{today} vs {before}/{after}"
+        );
+        assert_eq!(today.len(), 10);
     }
 }
