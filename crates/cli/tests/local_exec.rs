@@ -34,12 +34,20 @@ mod exec {
             .args([
                 "exec",
                 "--no-session",
+                // Writes in the workspace run; one outside it is held
+                // (a draft: no terminal), so a confused model leaves
+                // nothing behind outside the temp dirs.
                 "--approval-mode",
-                "money_only",
+                "outside",
                 "--model-path",
             ])
             .arg(&model)
-            .arg("Use the write tool to create the file hello.txt containing the text: hi there")
+            // "./" and "relative": without them the small model often
+            // writes `/tmp/hello.txt` (the workspace is a temp dir).
+            .arg(
+                "Use the write tool to create the file ./hello.txt (relative path) containing \
+                 the text: hi there",
+            )
             .current_dir(ws.path())
             .env("KEEL_HOME", home.path())
             // A fixed thread count: keel's default depends on how busy the
