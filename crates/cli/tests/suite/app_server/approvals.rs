@@ -19,6 +19,15 @@ impl AppServer {
         })
         .await
     }
+
+    /// The `item/completed` already read for item `id`.
+    fn item_completed(&self, id: &str) -> Value {
+        self.frames
+            .iter()
+            .find(|f| f["method"] == "item/completed" && f["params"]["item"]["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no item/completed for {id}: {:#?}", self.frames))
+    }
 }
 
 #[tokio::test]
@@ -84,12 +93,7 @@ async fn a_pending_request_survives_kill_9_and_is_sent_again_on_resume() {
         "the request is sent once: {:#?}",
         s.frames
     );
-    let declined = s
-        .frames
-        .iter()
-        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["id"] == "c1")
-        .cloned()
-        .unwrap_or_else(|| panic!("no item/completed for c1: {:#?}", s.frames));
+    let declined = s.item_completed("c1");
     assert_eq!(declined["params"]["turnId"], turn_id.as_str());
     assert_eq!(
         declined["params"]["item"]["status"], "declined",
@@ -167,12 +171,7 @@ async fn an_approval_from_the_cli_while_the_app_server_is_down_runs_the_call_onc
         "a decided request is not sent again: {:#?}",
         s.frames
     );
-    let ran = s
-        .frames
-        .iter()
-        .find(|f| f["method"] == "item/completed" && f["params"]["item"]["id"] == "c1")
-        .cloned()
-        .unwrap_or_else(|| panic!("no item/completed for c1: {:#?}", s.frames));
+    let ran = s.item_completed("c1");
     assert_eq!(ran["params"]["item"]["status"], "completed", "{ran}");
     let agent = s
         .frames
