@@ -11,6 +11,7 @@
 mod location;
 mod pg_schema;
 mod postgres;
+mod rows;
 mod schema;
 mod sqlite;
 

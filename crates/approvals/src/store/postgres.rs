@@ -22,13 +22,14 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::pg_schema::migrate;
+use super::rows::{Columns, audit, parse, record, rule};
 use super::{
     AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
     NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
 };
 use crate::error::{Error, Result, describe_postgres};
 use crate::mode::Mode;
-use crate::rules::{Lifetime, Rule, RuleScope};
+use crate::rules::{Lifetime, Rule};
 
 /// The approvals database on a PostgreSQL server.
 pub struct PostgresStore {
@@ -205,103 +206,21 @@ async fn connect(config: &Config) -> Result<Client> {
     Ok(client)
 }
 
-fn parse<T: FromStr<Err = Error>>(row: &Row, idx: usize) -> Result<T> {
-    row.try_get::<_, String>(idx)?.parse()
-}
-
-fn parse_opt<T: FromStr<Err = Error>>(row: &Row, idx: usize) -> Result<Option<T>> {
-    row.try_get::<_, Option<String>>(idx)?
-        .map(|s| s.parse())
-        .transpose()
-}
-
-fn json<T: serde::de::DeserializeOwned>(row: &Row, idx: usize) -> Result<T> {
-    Ok(serde_json::from_str(&row.try_get::<_, String>(idx)?)?)
-}
-
-fn json_opt<T: serde::de::DeserializeOwned>(row: &Row, idx: usize) -> Result<Option<T>> {
-    Ok(row
-        .try_get::<_, Option<String>>(idx)?
-        .map(|s| serde_json::from_str(&s))
-        .transpose()?)
-}
-
-fn record(row: &Row) -> Result<ApprovalRecord> {
-    Ok(ApprovalRecord {
-        id: row.try_get(0)?,
-        workspace: row.try_get(1)?,
-        session_id: row.try_get(2)?,
-        call_id: row.try_get(3)?,
-        tool: row.try_get(4)?,
-        operation: row.try_get(5)?,
-        args: json(row, 6)?,
-        digest: row.try_get(7)?,
-        class: parse(row, 8)?,
-        reason: row.try_get(9)?,
-        understood: row.try_get(10)?,
-        offer: json_opt(row, 11)?,
-        delivery: parse(row, 12)?,
-        status: parse(row, 13)?,
-        note: row.try_get(14)?,
-        by_message: row.try_get(15)?,
-        stop_turn: row.try_get(16)?,
-        decided_by: row.try_get(17)?,
-        approved_by: parse_opt(row, 18)?,
-        rule_id: row.try_get(19)?,
-        idempotency_key: row.try_get(20)?,
-        revision: row.try_get(21)?,
-        created_at: row.try_get(22)?,
-        decided_at: row.try_get(23)?,
-        expires_at: row.try_get(24)?,
-        consumed_at: row.try_get(25)?,
-        finished_at: row.try_get(26)?,
-        outcome: row.try_get(27)?,
-        outcome_is_error: row.try_get(28)?,
-        reported_at: row.try_get(29)?,
-    })
-}
-
-fn rule(row: &Row) -> Result<Rule> {
-    let kind: String = row.try_get(4)?;
-    let value: String = row.try_get(5)?;
-    let session: Option<String> = row.try_get(7)?;
-    Ok(Rule {
-        id: row.try_get(0)?,
-        workspace: row.try_get(1)?,
-        tool: row.try_get(2)?,
-        operation: row.try_get(3)?,
-        scope: RuleScope::from_parts(&kind, &value)?,
-        label: row.try_get(6)?,
-        lifetime: match session {
-            Some(session_id) => Lifetime::Session { session_id },
-            None => Lifetime::Permanent,
-        },
-        created_at: row.try_get(8)?,
-        created_from: row.try_get(9)?,
-        last_matched_at: row.try_get(10)?,
-        match_count: row.try_get(11)?,
-    })
-}
-
-fn audit(row: &Row) -> Result<AuditEntry> {
-    Ok(AuditEntry {
-        id: row.try_get(0)?,
-        entry: NewAudit {
-            at: row.try_get(1)?,
-            workspace: row.try_get(2)?,
-            session_id: row.try_get(3)?,
-            call_id: row.try_get(4)?,
-            request_id: row.try_get(5)?,
-            tool: row.try_get(6)?,
-            class: parse_opt(row, 7)?,
-            mode: parse_opt(row, 8)?,
-            outcome: row.try_get(9)?,
-            approved_by: parse_opt(row, 10)?,
-            rule_ids: json(row, 11)?,
-            decider: row.try_get(12)?,
-            detail: row.try_get(13)?,
-        },
-    })
+/// PostgreSQL's side of the shared row mapping (`super::rows`).
+impl Columns for Row {
+    type Error = Error;
+    fn text(&self, idx: usize) -> Result<Option<String>> {
+        Ok(self.try_get(idx)?)
+    }
+    fn int(&self, idx: usize) -> Result<Option<i64>> {
+        Ok(self.try_get(idx)?)
+    }
+    fn flag(&self, idx: usize) -> Result<bool> {
+        Ok(self.try_get(idx)?)
+    }
+    fn invalid(&self, _idx: usize, e: Error) -> Error {
+        e
+    }
 }
 
 /// `LIMIT $n` takes NULL as "no limit".

@@ -11,7 +11,6 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use async_trait::async_trait;
 use rusqlite::types::{Type, Value as SqlValue};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
+use super::rows::{Columns, audit, record, rule};
 use super::schema::migrate;
 use super::{
     AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
@@ -26,7 +26,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::mode::Mode;
-use crate::rules::{Lifetime, Rule, RuleScope};
+use crate::rules::{Lifetime, Rule};
 
 /// The approvals database in one SQLite file.
 #[derive(Clone)]
@@ -114,108 +114,21 @@ fn conversion(idx: usize, e: Error) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))
 }
 
-fn parse<T: FromStr<Err = Error>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
-    let s: String = row.get(idx)?;
-    s.parse().map_err(|e| conversion(idx, e))
-}
-
-fn parse_opt<T: FromStr<Err = Error>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<Option<T>> {
-    let s: Option<String> = row.get(idx)?;
-    s.map(|s| s.parse().map_err(|e| conversion(idx, e)))
-        .transpose()
-}
-
-fn json<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
-    let s: String = row.get(idx)?;
-    serde_json::from_str(&s).map_err(|e| conversion(idx, e.into()))
-}
-
-fn json_opt<T: serde::de::DeserializeOwned>(
-    row: &Row<'_>,
-    idx: usize,
-) -> rusqlite::Result<Option<T>> {
-    let s: Option<String> = row.get(idx)?;
-    s.map(|s| serde_json::from_str(&s).map_err(|e| conversion(idx, e.into())))
-        .transpose()
-}
-
-fn record(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
-    Ok(ApprovalRecord {
-        id: row.get(0)?,
-        workspace: row.get(1)?,
-        session_id: row.get(2)?,
-        call_id: row.get(3)?,
-        tool: row.get(4)?,
-        operation: row.get(5)?,
-        args: json(row, 6)?,
-        digest: row.get(7)?,
-        class: parse(row, 8)?,
-        reason: row.get(9)?,
-        understood: row.get(10)?,
-        offer: json_opt(row, 11)?,
-        delivery: parse(row, 12)?,
-        status: parse(row, 13)?,
-        note: row.get(14)?,
-        by_message: row.get(15)?,
-        stop_turn: row.get(16)?,
-        decided_by: row.get(17)?,
-        approved_by: parse_opt(row, 18)?,
-        rule_id: row.get(19)?,
-        idempotency_key: row.get(20)?,
-        revision: row.get(21)?,
-        created_at: row.get(22)?,
-        decided_at: row.get(23)?,
-        expires_at: row.get(24)?,
-        consumed_at: row.get(25)?,
-        finished_at: row.get(26)?,
-        outcome: row.get(27)?,
-        outcome_is_error: row.get(28)?,
-        reported_at: row.get(29)?,
-    })
-}
-
-fn rule(row: &Row<'_>) -> rusqlite::Result<Rule> {
-    let kind: String = row.get(4)?;
-    let value: String = row.get(5)?;
-    let scope = RuleScope::from_parts(&kind, &value).map_err(|e| conversion(4, e))?;
-    let session: Option<String> = row.get(7)?;
-    Ok(Rule {
-        id: row.get(0)?,
-        workspace: row.get(1)?,
-        tool: row.get(2)?,
-        operation: row.get(3)?,
-        scope,
-        label: row.get(6)?,
-        lifetime: match session {
-            Some(session_id) => Lifetime::Session { session_id },
-            None => Lifetime::Permanent,
-        },
-        created_at: row.get(8)?,
-        created_from: row.get(9)?,
-        last_matched_at: row.get(10)?,
-        match_count: row.get(11)?,
-    })
-}
-
-fn audit(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
-    Ok(AuditEntry {
-        id: row.get(0)?,
-        entry: NewAudit {
-            at: row.get(1)?,
-            workspace: row.get(2)?,
-            session_id: row.get(3)?,
-            call_id: row.get(4)?,
-            request_id: row.get(5)?,
-            tool: row.get(6)?,
-            class: parse_opt(row, 7)?,
-            mode: parse_opt(row, 8)?,
-            outcome: row.get(9)?,
-            approved_by: parse_opt(row, 10)?,
-            rule_ids: json(row, 11)?,
-            decider: row.get(12)?,
-            detail: row.get(13)?,
-        },
-    })
+/// SQLite's side of the shared row mapping (`super::rows`).
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
+    fn text(&self, idx: usize) -> rusqlite::Result<Option<String>> {
+        self.get(idx)
+    }
+    fn int(&self, idx: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(idx)
+    }
+    fn flag(&self, idx: usize) -> rusqlite::Result<bool> {
+        self.get(idx)
+    }
+    fn invalid(&self, idx: usize, e: Error) -> rusqlite::Error {
+        conversion(idx, e)
+    }
 }
 
 /// `Connection::execute` through the connection's statement cache: the
@@ -237,7 +150,7 @@ fn query_one<T>(
 
 fn get_request(conn: &Connection, id: &str) -> Result<Option<ApprovalRecord>> {
     let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE id = ?1");
-    Ok(query_one(conn, &sql, [id], record).optional()?)
+    Ok(query_one(conn, &sql, [id], |r| record(r)).optional()?)
 }
 
 fn limit_value(limit: Option<usize>) -> i64 {
@@ -293,7 +206,7 @@ impl ApprovalStore for SqliteStore {
                 "SELECT {REQUEST_COLUMNS} FROM approval_requests \
                  WHERE session_id = ?1 AND call_id = ?2 ORDER BY created_at DESC, rowid DESC LIMIT 1"
             );
-            Ok(query_one(conn, &sql, [session_id, call_id], record)
+            Ok(query_one(conn, &sql, [session_id, call_id], |r| record(r))
                 .optional()?)
         })
         .await
@@ -325,7 +238,7 @@ impl ApprovalStore for SqliteStore {
                 values.len()
             );
             let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params_from_iter(values), record)?;
+            let rows = stmt.query_map(params_from_iter(values), |r| record(r))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
         .await
@@ -474,7 +387,7 @@ impl ApprovalStore for SqliteStore {
                          ORDER BY created_at, rowid"
                     );
                     let mut stmt = conn.prepare_cached(&sql)?;
-                    stmt.query_map([ws], rule)?
+                    stmt.query_map([ws], |r| rule(r))?
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
                 None => {
@@ -482,7 +395,7 @@ impl ApprovalStore for SqliteStore {
                         "SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, rowid"
                     );
                     let mut stmt = conn.prepare_cached(&sql)?;
-                    stmt.query_map([], rule)?
+                    stmt.query_map([], |r| rule(r))?
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
             };
@@ -495,7 +408,7 @@ impl ApprovalStore for SqliteStore {
         let id = id.to_owned();
         self.run(move |conn| {
             let sql = format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = ?1");
-            Ok(query_one(conn, &sql, [id], rule).optional()?)
+            Ok(query_one(conn, &sql, [id], |r| rule(r)).optional()?)
         })
         .await
     }
@@ -608,7 +521,7 @@ impl ApprovalStore for SqliteStore {
                 values.len()
             );
             let mut stmt = conn.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params_from_iter(values), audit)?;
+            let rows = stmt.query_map(params_from_iter(values), |r| audit(r))?;
             Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
         .await
