@@ -285,8 +285,21 @@ impl SessionHandle {
     /// active branch ends with tool calls that have no results and the
     /// session is idle.
     pub fn has_cut_off_turn(&self) -> bool {
+        !self.cut_off_tools().is_empty()
+    }
+
+    /// The tools of the calls [`Self::resume_interrupted`] would answer
+    /// now, one name per call (empty: nothing to resume, or busy).
+    pub fn cut_off_tools(&self) -> Vec<String> {
         let s = lock(&self.shared);
-        !s.running && s.compacting.is_none() && s.context.view(&s.tree).interrupted().is_some()
+        if s.running || s.compacting.is_some() {
+            return Vec::new();
+        }
+        s.context
+            .view(&s.tree)
+            .interrupted()
+            .map(|i| i.calls.into_iter().map(|(_, name, _)| name).collect())
+            .unwrap_or_default()
     }
 
     /// Resumes a turn a crash or kill cut off: when the active branch ends

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use crate::HOST_REPLY_CAPACITY;
 use crate::command::{HostResult, HostToolDef, HostToolResult, HostToolUpdate, SetHostToolsArgs};
 use crate::frames::{Cancel, HostToolCall, Out};
+use crate::server::Answer;
 use crate::server::Server;
 use crate::wire_errors::{self, WireError, tool_text};
 
@@ -259,6 +260,25 @@ impl Server {
         }
         self.refresh_tools();
         Ok(Some(json!({"toolNames": names})))
+    }
+
+    /// `set_host_tools`, answered; then a cut-off turn that waited for the
+    /// host's tools goes on (its `agent_start` follows the response).
+    pub(crate) async fn set_host_tools_then_resume(
+        &mut self,
+        id: Option<&Value>,
+        args: SetHostToolsArgs,
+    ) -> Answer {
+        match self.set_host_tools(args) {
+            Ok(data) => {
+                self.out.respond_ok(id, "set_host_tools", data).await;
+                if self.resume_waits_for_tools {
+                    self.resume_interrupted().await;
+                }
+                Answer::Sent
+            }
+            Err(e) => Answer::Failed(e),
+        }
     }
 }
 

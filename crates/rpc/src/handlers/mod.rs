@@ -41,7 +41,7 @@ impl Server {
             Command::NewSession(args) => self.new_session(args).await.into(),
             Command::GetState(args) => self.get_state(&args).into(),
             Command::SetTodos(args) => self.set_todos(args).await.into(),
-            Command::SetHostTools(args) => self.set_host_tools(args).into(),
+            Command::SetHostTools(args) => self.set_host_tools_then_resume(id, args).await,
             Command::SetHostUriSchemes(args) => self.set_host_uri_schemes(args).into(),
             Command::WorkflowGateResponse(args) => self.workflow_gate_response(args).await.into(),
             Command::SetModel(args) => self.set_model(&args.provider, &args.model_id).await.into(),

@@ -60,9 +60,30 @@ impl Server {
     /// A turn of the active session cut off by a crash or kill goes on:
     /// its unanswered tool calls are answered (a request still pending is
     /// announced again) and the model continues, as one run. Called right
-    /// after `ready` and after `switch_session`.
-    pub(crate) async fn resume_interrupted(&self) {
+    /// after `ready` and after `switch_session`; when a cut-off call names
+    /// a tool the session does not have (a host tool, registered by the
+    /// host after `ready`), it waits for the `set_host_tools` that brings
+    /// it instead of answering `Tool … not found`.
+    pub(crate) async fn resume_interrupted(&mut self) {
+        self.resume_waits_for_tools = false;
         if self.model.is_none() {
+            return;
+        }
+        let known: Vec<String> = self
+            .handle()
+            .tools()
+            .iter()
+            .map(|t| t.spec().name)
+            .collect();
+        let missing: Vec<String> = self
+            .handle()
+            .cut_off_tools()
+            .into_iter()
+            .filter(|name| !known.contains(name))
+            .collect();
+        if !missing.is_empty() {
+            tracing::info!(tools = ?missing, "the cut-off turn waits for set_host_tools");
+            self.resume_waits_for_tools = true;
             return;
         }
         match self.handle().resume_interrupted().await {

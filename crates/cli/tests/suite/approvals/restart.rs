@@ -295,3 +295,95 @@ async fn an_approved_call_cut_off_while_it_ran_is_not_run_again() {
     assert_eq!(call_entries(&env, "c1").await, (1, 1));
     env.wait_for_audit("c1", "maybe_ran").await;
 }
+
+#[tokio::test]
+async fn a_cut_off_host_tool_call_waits_for_set_host_tools_then_goes_on() {
+    let env = Env::new().await;
+    let host_tools = json!({"type": "set_host_tools", "tools": [{
+        "name": "echo_host", "approvalClass": "write",
+        "description": "Echo a value from the embedding host",
+        "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}}]});
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "echo_host",
+        json!({"message": "hi"}),
+    )]));
+    let (mut rpc, session_id) = start(&env, &[]).await;
+    rpc.ok(host_tools.clone()).await;
+    rpc.send(json!({"type": "prompt", "message": "echo hi"}))
+        .await;
+    let req = rpc.approval_request().await;
+    assert_eq!(req["toolCallId"], "c1", "{req}");
+    let request_id = req["id"].as_str().unwrap().to_owned();
+    kill_9(rpc).await;
+
+    // Started again: the host's tool is not there yet, so nothing runs
+    // until the host registers it.
+    env.mock.push(MockResponse::text("The host echoed hi."));
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    let state = rpc.ok(json!({"type": "get_state"})).await;
+    assert_eq!(state["isStreaming"], false, "{state}");
+    rpc.send(json!({"id": "tools", "type": "set_host_tools", "tools": host_tools["tools"]}))
+        .await;
+    let again = rpc.approval_request().await;
+    assert_eq!(
+        again["id"],
+        request_id.as_str(),
+        "the same request: {again}"
+    );
+    let position = |pred: &dyn Fn(&Value) -> bool| rpc.frames.iter().position(pred).unwrap();
+    let answered = position(&|f| f["type"] == "response" && f["id"] == "tools");
+    let started = position(&|f| event(f).is_some_and(|e| e["type"] == "agent_start"));
+    assert!(answered < started, "the turn goes on after the response");
+    rpc.decide(&request_id, "approve", Value::Null).await;
+    let call = rpc
+        .wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
+        .await;
+    assert_eq!(call["toolCallId"], "c1");
+    rpc.send(json!({"type": "host_tool_result", "id": call["id"],
+        "result": {"content": [{"type": "text", "text": "echo: hi"}]}}))
+        .await;
+    let end = seen_tool_end(&mut rpc, "c1").await;
+    assert_eq!(end["isError"], false, "{end}");
+    let agent_end = seen_event(&mut rpc, "agent_end").await;
+    assert!(agent_end.to_string().contains("The host echoed hi."));
+    assert!(last_input(&env).contains("echo: hi"));
+    rpc.finish().await;
+    assert_eq!(call_entries(&env, "c1").await, (1, 1));
+    assert_eq!(user_messages(&env).await, 1);
+}
+
+#[tokio::test]
+async fn a_prompt_before_set_host_tools_starts_a_new_turn_and_the_cut_off_call_never_runs() {
+    let env = Env::new().await;
+    let host_tools = json!({"type": "set_host_tools", "tools": [{
+        "name": "echo_host", "approvalClass": "write", "description": "Echo"}]});
+    env.mock.push(MockResponse::tool_calls(vec![tool_call(
+        "c1",
+        "echo_host",
+        json!({"message": "hi"}),
+    )]));
+    let (mut rpc, session_id) = start(&env, &[]).await;
+    rpc.ok(host_tools.clone()).await;
+    rpc.send(json!({"type": "prompt", "message": "echo hi"}))
+        .await;
+    rpc.approval_request().await;
+    kill_9(rpc).await;
+
+    env.mock.push(MockResponse::text("Something else, then."));
+    let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
+    rpc.prompt_and_wait("never mind").await;
+    assert!(last_input(&env).contains("never mind"));
+    // Registering the tool now resumes nothing: the conversation went on.
+    rpc.ok(host_tools).await;
+    rpc.ok(json!({"type": "get_state"})).await;
+    let (_, frames) = rpc.finish().await;
+    let runs = frames
+        .iter()
+        .filter(|f| event(f).is_some_and(|e| e["type"] == "agent_start"))
+        .count();
+    assert_eq!(runs, 1, "{frames:#?}");
+    assert!(!frames.iter().any(|f| f["type"] == "host_tool_call"));
+    assert_eq!(env.mock.request_count(), 2);
+    assert_eq!(user_messages(&env).await, 2);
+}
