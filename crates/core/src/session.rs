@@ -36,6 +36,8 @@ use crate::queue::Queues;
 use crate::run::{RunCtx, Start, run_agent};
 use crate::{EVENT_CHANNEL_CAPACITY, Error, OP_CHANNEL_CAPACITY, Result};
 
+mod resume_ops;
+
 /// Everything the loop reaches through a trait.
 #[derive(Clone)]
 pub struct SessionDeps {
@@ -279,53 +281,6 @@ impl SessionHandle {
             return Err(Error::Closed);
         }
         Ok(())
-    }
-
-    /// Whether [`Self::resume_interrupted`] would start a run now: the
-    /// active branch ends with tool calls that have no results and the
-    /// session is idle.
-    pub fn has_cut_off_turn(&self) -> bool {
-        !self.cut_off_tools().is_empty()
-    }
-
-    /// The tools of the calls [`Self::resume_interrupted`] would answer
-    /// now, one name per call (empty: nothing to resume, or busy).
-    pub fn cut_off_tools(&self) -> Vec<String> {
-        let s = lock(&self.shared);
-        if s.running || s.compacting.is_some() {
-            return Vec::new();
-        }
-        s.context
-            .view(&s.tree)
-            .interrupted()
-            .map(|i| i.calls.into_iter().map(|(_, name, _)| name).collect())
-            .unwrap_or_default()
-    }
-
-    /// Resumes a turn a crash or kill cut off: when the active branch ends
-    /// with an assistant message whose tool calls have no results, a run
-    /// starts (`agent_start` …) that answers those calls — each through
-    /// the gate, which honours a decision made while keel was down and
-    /// announces a request still pending again — and then continues the
-    /// turn with the model, without a new user message. Returns whether
-    /// such a run started (false: nothing was cut off, or the session is
-    /// busy).
-    pub async fn resume_interrupted(&self) -> Result<bool> {
-        {
-            let mut s = lock(&self.shared);
-            if s.running
-                || s.compacting.is_some()
-                || s.context.view(&s.tree).interrupted().is_none()
-            {
-                return Ok(false);
-            }
-            s.running = true;
-        }
-        if self.ops.send(TaskOp::Resume).await.is_err() {
-            lock(&self.shared).running = false;
-            return Err(Error::Closed);
-        }
-        Ok(true)
     }
 
     /// A steering message while the run may wait on held calls: the gate
