@@ -263,7 +263,8 @@ impl Server {
     }
 
     /// `set_host_tools`, answered; then a cut-off turn that waited for the
-    /// host's tools goes on (its `agent_start` follows the response).
+    /// host's tools goes on (its `agent_start` follows the response). With
+    /// nothing cut off, or a run going, the resume does nothing.
     pub(crate) async fn set_host_tools_then_resume(
         &mut self,
         id: Option<&Value>,
@@ -272,9 +273,7 @@ impl Server {
         match self.set_host_tools(args) {
             Ok(data) => {
                 self.out.respond_ok(id, "set_host_tools", data).await;
-                if self.resume_waits_for_tools {
-                    self.resume_interrupted().await;
-                }
+                self.resume_interrupted().await;
                 Answer::Sent
             }
             Err(e) => Answer::Failed(e),

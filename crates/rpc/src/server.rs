@@ -210,9 +210,6 @@ pub(crate) struct Server {
     pub brokers: Brokers,
     pub bash: BashJobs,
     seqs: SeqCounters,
-    /// A cut-off turn of the active session calls a tool the session does
-    /// not have yet (a host tool): it goes on after `set_host_tools`.
-    pub resume_waits_for_tools: bool,
 }
 
 /// Runs RPC mode over `input`/`output` until `input` ends.
@@ -257,7 +254,6 @@ where
         bash: BashJobs::default(),
         seqs,
         options: options.clone(),
-        resume_waits_for_tools: false,
     };
     out.send(&Ready {
         kind: "ready",

@@ -11,21 +11,28 @@ impl SessionHandle {
     /// active branch ends with tool calls that have no results and the
     /// session is idle.
     pub fn has_cut_off_turn(&self) -> bool {
-        !self.cut_off_tools().is_empty()
+        let s = lock(&self.shared);
+        !s.running && s.compacting.is_none() && s.context.view(&s.tree).interrupted().is_some()
     }
 
-    /// The tools of the calls [`Self::resume_interrupted`] would answer
-    /// now, one name per call (empty: nothing to resume, or busy).
-    pub fn cut_off_tools(&self) -> Vec<String> {
+    /// The tools that calls of a cut-off turn name and the session does
+    /// not offer now (a front end's own tools, registered later), one
+    /// name per call. Empty when nothing is cut off, the session is busy,
+    /// or every tool is there.
+    pub fn cut_off_calls_missing_tools(&self) -> Vec<String> {
         let s = lock(&self.shared);
         if s.running || s.compacting.is_some() {
             return Vec::new();
         }
-        s.context
-            .view(&s.tree)
-            .interrupted()
-            .map(|i| i.calls.into_iter().map(|(_, name, _)| name).collect())
-            .unwrap_or_default()
+        let Some(interrupted) = s.context.view(&s.tree).interrupted() else {
+            return Vec::new();
+        };
+        interrupted
+            .calls
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .filter(|name| !s.tools.iter().any(|t| t.name() == name))
+            .collect()
     }
 
     /// Resumes a turn a crash or kill cut off: when the active branch ends

@@ -88,7 +88,15 @@ async fn the_unanswered_calls_are_answered_once_and_the_turn_continues() {
         vec![edit.clone(), read.clone()],
         vec![text("Tidied.")],
     );
+    assert!(h.session.handle().has_cut_off_turn());
+    assert!(h.session.handle().cut_off_calls_missing_tools().is_empty());
+    h.session.handle().set_tools(vec![read.clone()]);
+    assert_eq!(h.session.handle().cut_off_calls_missing_tools(), ["edit"]);
+    h.session
+        .handle()
+        .set_tools(vec![edit.clone(), read.clone()]);
     assert!(h.session.handle().resume_interrupted().await.unwrap());
+    assert!(!h.session.handle().has_cut_off_turn(), "busy now");
     let events = h.run_to_end().await;
     assert!(matches!(events[0], AgentEvent::AgentStart));
     // c0 was answered before the crash; c1 may have been running and could
@@ -126,6 +134,7 @@ async fn the_unanswered_calls_are_answered_once_and_the_turn_continues() {
     assert_eq!(messages.len(), 3, "{messages:#?}");
 
     // Nothing is left to resume.
+    assert!(!h.session.handle().has_cut_off_turn());
     assert!(!h.session.handle().resume_interrupted().await.unwrap());
 }
 

@@ -64,26 +64,13 @@ impl Server {
     /// a tool the session does not have (a host tool, registered by the
     /// host after `ready`), it waits for the `set_host_tools` that brings
     /// it instead of answering `Tool … not found`.
-    pub(crate) async fn resume_interrupted(&mut self) {
-        self.resume_waits_for_tools = false;
+    pub(crate) async fn resume_interrupted(&self) {
         if self.model.is_none() {
             return;
         }
-        let known: Vec<String> = self
-            .handle()
-            .tools()
-            .iter()
-            .map(|t| t.spec().name)
-            .collect();
-        let missing: Vec<String> = self
-            .handle()
-            .cut_off_tools()
-            .into_iter()
-            .filter(|name| !known.contains(name))
-            .collect();
+        let missing = self.handle().cut_off_calls_missing_tools();
         if !missing.is_empty() {
             tracing::info!(tools = ?missing, "the cut-off turn waits for set_host_tools");
-            self.resume_waits_for_tools = true;
             return;
         }
         match self.handle().resume_interrupted().await {
