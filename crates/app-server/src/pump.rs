@@ -300,14 +300,7 @@ impl Pump {
         let ready = {
             let mut s = self.thread.state();
             if s.active.is_none() {
-                s.active = Some(ActiveTurn {
-                    id: uuid::Uuid::now_v7().to_string(),
-                    started_at_ms: now_ms(),
-                    ready: None,
-                    interrupted: false,
-                    waiting_on_approval: 0,
-                    interrupt_requests: Vec::new(),
-                });
+                s.active = Some(ActiveTurn::new(uuid::Uuid::now_v7().to_string(), None));
             }
             s.active.as_mut().and_then(|t| t.ready.take())
         };

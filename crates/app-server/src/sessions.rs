@@ -377,14 +377,7 @@ pub async fn resume_interrupted(runtime: &Arc<Runtime>, thread_id: &str) {
         if s.active.is_some() {
             return;
         }
-        s.active = Some(crate::thread_state::ActiveTurn {
-            id: turn_id.clone(),
-            started_at_ms: chrono::Utc::now().timestamp_millis(),
-            ready: None,
-            interrupted: false,
-            waiting_on_approval: 0,
-            interrupt_requests: Vec::new(),
-        });
+        s.active = Some(crate::thread_state::ActiveTurn::new(turn_id.clone(), None));
     }
     let started = match thread.handle.resume_interrupted().await {
         Ok(started) => started,

@@ -42,6 +42,21 @@ pub struct ActiveTurn {
     pub interrupt_requests: Vec<(ConnectionId, RequestId)>,
 }
 
+impl ActiveTurn {
+    /// A turn starting now; `ready` fires once the response that created
+    /// it is queued (`None`: nothing to wait for).
+    pub fn new(id: String, ready: Option<oneshot::Receiver<()>>) -> Self {
+        Self {
+            id,
+            started_at_ms: chrono::Utc::now().timestamp_millis(),
+            ready,
+            interrupted: false,
+            waiting_on_approval: 0,
+            interrupt_requests: Vec::new(),
+        }
+    }
+}
+
 /// Mutable protocol-side state of a thread.
 #[derive(Debug)]
 pub struct ThreadState {

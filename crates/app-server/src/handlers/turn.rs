@@ -205,14 +205,7 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
             Some(active) => Err(active.id.clone()),
             None => {
                 let id = uuid::Uuid::now_v7().to_string();
-                s.active = Some(ActiveTurn {
-                    id: id.clone(),
-                    started_at_ms: chrono::Utc::now().timestamp_millis(),
-                    ready: Some(ready_rx),
-                    interrupted: false,
-                    waiting_on_approval: 0,
-                    interrupt_requests: Vec::new(),
-                });
+                s.active = Some(ActiveTurn::new(id.clone(), Some(ready_rx)));
                 Ok(id)
             }
         }
