@@ -296,26 +296,38 @@ async fn an_approved_call_cut_off_while_it_ran_is_not_run_again() {
     env.wait_for_audit("c1", "maybe_ran").await;
 }
 
-#[tokio::test]
-async fn a_cut_off_host_tool_call_waits_for_set_host_tools_then_goes_on() {
-    let env = Env::new().await;
-    let host_tools = json!({"type": "set_host_tools", "tools": [{
+/// `set_host_tools` with one host tool, `echo_host`, whose calls are held.
+fn echo_host_tools() -> Value {
+    json!({"type": "set_host_tools", "tools": [{
         "name": "echo_host", "approvalClass": "write",
         "description": "Echo a value from the embedding host",
-        "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}}]});
+        "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}}]})
+}
+
+/// The model calls the host's `echo_host`; keel holds the call, then dies
+/// (`kill -9`). Returns the session id and the request's id.
+async fn host_call_cut_off(env: &Env) -> (String, String) {
     env.mock.push(MockResponse::tool_calls(vec![tool_call(
         "c1",
         "echo_host",
         json!({"message": "hi"}),
     )]));
-    let (mut rpc, session_id) = start(&env, &[]).await;
-    rpc.ok(host_tools.clone()).await;
+    let (mut rpc, session_id) = start(env, &[]).await;
+    rpc.ok(echo_host_tools()).await;
     rpc.send(json!({"type": "prompt", "message": "echo hi"}))
         .await;
     let req = rpc.approval_request().await;
     assert_eq!(req["toolCallId"], "c1", "{req}");
     let request_id = req["id"].as_str().unwrap().to_owned();
     kill_9(rpc).await;
+    (session_id, request_id)
+}
+
+#[tokio::test]
+async fn a_cut_off_host_tool_call_waits_for_set_host_tools_then_goes_on() {
+    let env = Env::new().await;
+    let host_tools = echo_host_tools();
+    let (session_id, request_id) = host_call_cut_off(&env).await;
 
     // Started again: the host's tool is not there yet, so nothing runs
     // until the host registers it.
@@ -356,26 +368,14 @@ async fn a_cut_off_host_tool_call_waits_for_set_host_tools_then_goes_on() {
 #[tokio::test]
 async fn a_prompt_before_set_host_tools_starts_a_new_turn_and_the_cut_off_call_never_runs() {
     let env = Env::new().await;
-    let host_tools = json!({"type": "set_host_tools", "tools": [{
-        "name": "echo_host", "approvalClass": "write", "description": "Echo"}]});
-    env.mock.push(MockResponse::tool_calls(vec![tool_call(
-        "c1",
-        "echo_host",
-        json!({"message": "hi"}),
-    )]));
-    let (mut rpc, session_id) = start(&env, &[]).await;
-    rpc.ok(host_tools.clone()).await;
-    rpc.send(json!({"type": "prompt", "message": "echo hi"}))
-        .await;
-    rpc.approval_request().await;
-    kill_9(rpc).await;
+    let (session_id, _) = host_call_cut_off(&env).await;
 
     env.mock.push(MockResponse::text("Something else, then."));
     let (mut rpc, _) = start(&env, &["--session", &session_id]).await;
     rpc.prompt_and_wait("never mind").await;
     assert!(last_input(&env).contains("never mind"));
     // Registering the tool now resumes nothing: the conversation went on.
-    rpc.ok(host_tools).await;
+    rpc.ok(echo_host_tools()).await;
     rpc.ok(json!({"type": "get_state"})).await;
     let (_, frames) = rpc.finish().await;
     let runs = frames
