@@ -32,17 +32,24 @@ fn compaction_starts(rpc: &super::rpc::Rpc) -> usize {
         .count()
 }
 
-#[tokio::test]
-async fn the_configured_reserve_sets_the_threshold_in_rpc_mode() {
-    let env = Env::new().await;
-    // Threshold 4000 - 200 = 3800 (the default reserve would make it 3000).
-    write_config(&env, "reserve_tokens = 200\nkeep_recent_tokens = 100");
+/// `reserve_tokens = 200` (threshold 3800 of the mock's 4000) and a model
+/// whose two answers bring the context to about 3300 and 3700 tokens, then
+/// a summary and a third answer.
+fn reserve_200_with_two_long_answers(env: &Env) {
+    write_config(env, "reserve_tokens = 200\nkeep_recent_tokens = 100");
     env.mock.push_all([
         answer_at("first answer", 3300),
         answer_at("second answer", 3700),
         MockResponse::text("## Goal\nKeep answering."),
         MockResponse::text("third answer"),
     ]);
+}
+
+#[tokio::test]
+async fn the_configured_reserve_sets_the_threshold_in_rpc_mode() {
+    let env = Env::new().await;
+    // Threshold 4000 - 200 = 3800 (the default reserve would make it 3000).
+    reserve_200_with_two_long_answers(&env);
     let mut rpc = env.rpc(&[]).await;
     rpc.prompt_and_wait("question one").await;
     // ~3311 tokens: past the default threshold, under the configured one.
@@ -152,13 +159,7 @@ async fn disabled_in_config_exec_never_compacts_and_config_show_says_so() {
 #[tokio::test]
 async fn the_app_server_uses_the_configured_reserve() {
     let env = Env::new().await;
-    write_config(&env, "reserve_tokens = 200\nkeep_recent_tokens = 100");
-    env.mock.push_all([
-        answer_at("first answer", 3300),
-        answer_at("second answer", 3700),
-        MockResponse::text("## Goal\nKeep answering."),
-        MockResponse::text("third answer"),
-    ]);
+    reserve_200_with_two_long_answers(&env);
     let mut s = env.initialized(false).await;
     let thread = s.start_thread(env.ws(), "never").await;
     for q in ["question one", "question two"] {
