@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::places::{Place, Places};
 use crate::shell::{self, ShellAnalysis};
 
 /// How far a call reaches. Ordered: `Read < Write < Send < Money`.
@@ -172,10 +173,21 @@ pub struct Classification {
     /// The host tool's operation (`operation`/`action`/`method` argument).
     pub operation: Option<String>,
     pub target: Target,
+    /// It changes files beyond the workspace: held in every mode, never
+    /// covered by a rule.
+    #[serde(default)]
+    pub escapes: bool,
 }
 
-/// Classes one call. `cwd` is the workspace root paths resolve against.
+/// Classes one call. `cwd` is the workspace root paths resolve against;
+/// nothing is protected beyond it (see [`classify_in`]).
 pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Classification {
+    classify_in(tool, args, origin, &Places::new(cwd))
+}
+
+/// Classes one call against `places`: the workspace root paths resolve
+/// against, and keel's protected state.
+pub fn classify_in(tool: &str, args: &Value, origin: ToolOrigin, places: &Places) -> Classification {
     let base = |class: Class, reason: String| Classification {
         tool: tool.to_owned(),
         class,
@@ -183,6 +195,7 @@ pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Cla
         reason,
         operation: None,
         target: Target::None,
+        escapes: false,
     };
     match origin {
         ToolOrigin::Host { class } => {
@@ -202,14 +215,15 @@ pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Cla
         ToolOrigin::Builtin => match BUILTIN_TOOLS.iter().find(|(n, _)| *n == tool) {
             None => base(Class::Send, format!("`{tool}` is not a known tool")),
             Some((_, BuiltinKind::Read)) => base(Class::Read, format!("`{tool}` only reads")),
-            Some((_, BuiltinKind::WritesPath)) => classify_path_write(tool, args, cwd),
+            Some((_, BuiltinKind::WritesPath)) => classify_path_write(tool, args, places),
             Some((_, BuiltinKind::Shell)) => {
                 let Some(command) = args.get("command").and_then(Value::as_str) else {
                     let mut c = base(Class::Send, "the shell call has no command".to_owned());
                     c.understood = false;
                     return c;
                 };
-                let analysis = shell::analyze(command);
+                let mut analysis = shell::analyze(command);
+                let escapes = crate::shell_places::place(&mut analysis, places);
                 Classification {
                     tool: tool.to_owned(),
                     class: analysis.class,
@@ -217,13 +231,15 @@ pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Cla
                     reason: analysis.reason(),
                     operation: None,
                     target: Target::Shell { analysis },
+                    escapes,
                 }
             }
         },
     }
 }
 
-fn classify_path_write(tool: &str, args: &Value, cwd: &Path) -> Classification {
+fn classify_path_write(tool: &str, args: &Value, places: &Places) -> Classification {
+    let cwd = places.workspace.as_path();
     let mut c = Classification {
         tool: tool.to_owned(),
         class: Class::Write,
@@ -231,6 +247,7 @@ fn classify_path_write(tool: &str, args: &Value, cwd: &Path) -> Classification {
         reason: format!("`{tool}` changes a file"),
         operation: None,
         target: Target::None,
+        escapes: false,
     };
     let Some(raw) = args.get("path").and_then(Value::as_str) else {
         c.reason = format!("`{tool}` changes a file (no path given)");
@@ -240,28 +257,46 @@ fn classify_path_write(tool: &str, args: &Value, cwd: &Path) -> Classification {
         c.reason = format!("`{tool}` changes a file (unusable path {raw:?})");
         return c;
     };
-    let root = keel_tools::normalize_path(cwd);
-    let relative = absolute.strip_prefix(&root).ok().map(|r| {
-        r.components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("/")
-    });
+    let (place, real) = places.locate(&absolute);
+    let relative = match &place {
+        Place::Inside(rel) => Some(rel.clone()),
+        Place::Outside | Place::Protected => None,
+    };
     let shown = relative
         .clone()
         .unwrap_or_else(|| absolute.display().to_string());
-    if let Some(why) = crate::shell::sensitive_path(&absolute.to_string_lossy()) {
+    let via = if real == absolute {
+        String::new()
+    } else {
+        format!(" (really `{}`)", real.display())
+    };
+    if place == Place::Protected {
+        c.class = Class::Money;
+        c.understood = false;
+        c.escapes = true;
+        c.reason = format!("`{tool}` changes `{shown}`{via}: {PROTECTED_WHY}");
+    } else if let Some(why) = crate::shell::sensitive_path(&real.to_string_lossy()) {
         c.class = Class::Send;
         c.understood = false;
-        c.reason = format!("`{tool}` changes `{shown}`: {why}; never covered by rules");
+        c.reason = format!("`{tool}` changes `{shown}`{via}: {why}; never covered by rules");
     } else if relative.is_some() {
         c.reason = format!("`{tool}` changes `{shown}` in the workspace");
     } else {
-        c.reason = format!("`{tool}` changes `{shown}`, outside the workspace");
+        c.class = Class::Send;
+        c.understood = false;
+        c.escapes = true;
+        c.reason = format!("`{tool}` changes `{shown}`{via}, {OUTSIDE_WHY}");
     }
     c.target = Target::Path { absolute, relative };
     c
 }
+
+/// Why a change to keel's own state is money.
+pub(crate) const PROTECTED_WHY: &str = "keel's own state (approvals, config, sessions) is protected; never covered by rules";
+
+/// Why a change beyond the workspace is held.
+pub(crate) const OUTSIDE_WHY: &str =
+    "outside the workspace; held in every mode and never covered by rules";
 
 /// A host tool's operation, if its arguments name one.
 pub fn operation_of(args: &Value) -> Option<String> {
@@ -367,7 +402,8 @@ mod tests {
             ToolOrigin::Builtin,
             cwd,
         );
-        assert_eq!(c.class, Class::Write);
+        assert_eq!(c.class, Class::Send, "a write outside the workspace is held");
+        assert!(c.escapes && !c.understood, "never covered by a rule");
         assert!(c.reason.contains("outside the workspace"), "{}", c.reason);
         assert_eq!(
             c.target,

@@ -56,13 +56,16 @@ pub mod clock;
 mod engine;
 mod error;
 pub mod mode;
+pub mod places;
 pub mod rules;
 pub mod settings;
 pub mod shell;
+mod shell_places;
 pub mod store;
 
 pub use card::{PendingRequest, messages};
-pub use class::{Class, Classification, ToolOrigin, classify};
+pub use class::{Class, Classification, ToolOrigin, classify, classify_in};
+pub use places::Places;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
     ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,

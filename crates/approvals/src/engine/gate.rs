@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalEngine, CallContext, GateOutcome, Resolution, digest};
 use crate::card::{PendingRequest, messages};
-use crate::class::{Class, Classification, classify};
+use crate::class::{Class, Classification, classify_in};
+use crate::places::Places;
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::rules;
@@ -168,7 +169,8 @@ impl ApprovalEngine {
 
     /// The decision order under `mode` (the effective mode when `None`).
     pub async fn evaluate_in(&self, call: &CallContext, mode: Option<Mode>) -> Result<GateOutcome> {
-        let c = classify(&call.tool_name, &call.args, call.origin, &call.cwd);
+        let places = Places::new(&call.cwd).protecting(&self.inner.config.protected);
+        let c = classify_in(&call.tool_name, &call.args, call.origin, &places);
         let digest = digest(&call.tool_name, &call.args);
         if let Some(row) = self
             .inner
@@ -230,7 +232,8 @@ impl ApprovalEngine {
         }
 
         // 3. The mode asks for the class: held (stored before anyone hears).
-        if mode.asks(c.class) {
+        // A change beyond the workspace is held whatever the mode.
+        if mode.asks(c.class) || c.escapes {
             let now = self.now();
             let ttl = i64::try_from(self.inner.config.ttl(c.class).as_millis()).unwrap_or(i64::MAX);
             let delivery = if call.unattended {

@@ -50,6 +50,10 @@ pub struct EngineConfig {
     /// How often a wait re-reads its row, so a decision written by another
     /// process is seen (default 1 s).
     pub poll_interval: Duration,
+    /// keel's own state (`KEEL_HOME`, the SQLite database): any call that
+    /// touches it is money and never covered by rules. Engines opened on a
+    /// home ([`ApprovalEngine::open_home`]) protect that home.
+    pub protected: Vec<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -58,6 +62,7 @@ impl Default for EngineConfig {
             default_ttl: Duration::from_secs(7 * 24 * 60 * 60),
             class_ttl: Vec::new(),
             poll_interval: Duration::from_secs(1),
+            protected: Vec::new(),
         }
     }
 }
@@ -289,9 +294,14 @@ impl ApprovalEngine {
     pub async fn open_home_with(
         home: &Path,
         clock: Arc<dyn Clock>,
-        config: EngineConfig,
+        mut config: EngineConfig,
     ) -> Result<Self> {
-        Self::open_at(&StoreLocation::for_home(home)?, clock, config).await
+        let location = StoreLocation::for_home(home)?;
+        config.protected.push(home.to_path_buf());
+        if let StoreLocation::Sqlite(db) = &location {
+            config.protected.push(db.clone());
+        }
+        Self::open_at(&location, clock, config).await
     }
 
     pub fn store(&self) -> &Arc<dyn ApprovalStore> {

@@ -150,7 +150,8 @@ fn subcommand(sub: &str, args: &[ShellWord]) -> Verdict {
                 return Verdict::new(
                     Class::Write,
                     format!("`git {sub} --output` writes `{target}`"),
-                );
+                )
+                .writing(target);
             }
             if sub == "grep"
                 && words

@@ -29,6 +29,8 @@ pub(crate) struct Verdict {
     /// The program is an interpreter running a script: understood, but no
     /// prefix rule is offered for it.
     pub interpreter: bool,
+    /// The files it writes, as written (relative to the shell's folder).
+    pub writes: Vec<String>,
 }
 
 impl Verdict {
@@ -39,7 +41,14 @@ impl Verdict {
             reasons: vec![reason],
             unclear: Vec::new(),
             interpreter: false,
+            writes: Vec::new(),
         }
+    }
+
+    /// Records that the command writes `path`.
+    pub fn writing(mut self, path: &str) -> Self {
+        self.writes.push(path.to_owned());
+        self
     }
 
     pub fn read(name: &str) -> Self {
@@ -72,6 +81,7 @@ impl Verdict {
         self.understood &= other.understood;
         self.unclear.extend(other.unclear);
         self.interpreter |= other.interpreter;
+        self.writes.extend(other.writes);
         self
     }
 }
@@ -202,6 +212,7 @@ impl Judge {
             reasons: inner.worst_reasons(),
             unclear: Vec::new(),
             interpreter: false,
+            writes: Vec::new(),
         };
         v = v.unclear(
             Class::Send,
@@ -486,6 +497,7 @@ impl Judge {
                 reasons: vec![format!("runs `{s}` with the interpreter `{name}`")],
                 unclear: Vec::new(),
                 interpreter: true,
+                writes: Vec::new(),
             },
         }
     }

@@ -97,6 +97,12 @@ pub struct ShellCommand {
     pub reasons: Vec<String>,
     /// Why it is not fully understood (empty when it is).
     pub unclear: Vec<String>,
+    /// The files it writes (arguments and output redirections), as written:
+    /// relative ones are relative to the folder the shell runs in. Whether
+    /// they lie in the workspace is decided where the workspace is known
+    /// ([`crate::class::classify`]).
+    #[serde(default)]
+    pub writes: Vec<String>,
     /// The source text (shortened).
     pub text: String,
 }
@@ -232,6 +238,8 @@ pub(crate) fn analyze_at_depth(src: &str, depth: usize) -> ShellAnalysis {
         let mut unclear = verdict.unclear;
         unclear.extend(raw.redirect_unclear);
         understood &= cmd_understood;
+        let mut writes = verdict.writes;
+        writes.extend(raw.redirect_writes);
         let mut words: Vec<ShellWord> = raw.env.into_iter().map(|(_, w)| w).collect();
         let program_index = words.len();
         words.extend(raw.argv);
@@ -245,6 +253,7 @@ pub(crate) fn analyze_at_depth(src: &str, depth: usize) -> ShellAnalysis {
             nested: raw.nested,
             reasons,
             unclear,
+            writes,
             text: raw.text,
         };
         class = class.max(cmd.total_class());

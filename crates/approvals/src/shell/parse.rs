@@ -29,6 +29,8 @@ pub(crate) struct RawCommand {
     pub redirect_reasons: Vec<String>,
     /// Why its redirects are not fully understood (dynamic target, git internals).
     pub redirect_unclear: Vec<String>,
+    /// The files its output redirections write (as written).
+    pub redirect_writes: Vec<String>,
     /// Inside a command/process substitution (or other hidden context).
     pub nested: bool,
     pub text: String,
@@ -51,6 +53,7 @@ struct Redirects {
     class: Class,
     reasons: Vec<String>,
     unclear: Vec<String>,
+    writes: Vec<String>,
 }
 
 impl Redirects {
@@ -59,6 +62,7 @@ impl Redirects {
             class: Class::Read,
             reasons: Vec::new(),
             unclear: Vec::new(),
+            writes: Vec::new(),
         }
     }
     fn merge(&self, other: &Redirects) -> Redirects {
@@ -66,10 +70,13 @@ impl Redirects {
         reasons.extend(other.reasons.iter().cloned());
         let mut unclear = self.unclear.clone();
         unclear.extend(other.unclear.iter().cloned());
+        let mut writes = self.writes.clone();
+        writes.extend(other.writes.iter().cloned());
         Redirects {
             class: self.class.max(other.class),
             reasons,
             unclear,
+            writes,
         }
     }
 }
@@ -256,6 +263,7 @@ impl Walker<'_> {
                 redirect_class: all.class,
                 redirect_reasons: all.reasons,
                 redirect_unclear: all.unclear,
+                redirect_writes: all.writes,
                 nested,
                 text: self.snippet(node),
             });
@@ -293,6 +301,7 @@ impl Walker<'_> {
             redirect_class: redirects.class,
             redirect_reasons: redirects.reasons.clone(),
             redirect_unclear: redirects.unclear.clone(),
+            redirect_writes: redirects.writes.clone(),
             nested,
             text: self.snippet(node),
         });
@@ -305,6 +314,7 @@ impl Walker<'_> {
             redirect_class: redirects.class,
             redirect_reasons: redirects.reasons.clone(),
             redirect_unclear: redirects.unclear.clone(),
+            redirect_writes: redirects.writes.clone(),
             nested,
             text: self.snippet(node),
         });
@@ -355,6 +365,9 @@ impl Walker<'_> {
         }
         if dup && (dest.kind() == "number" || value.as_static() == Some("-")) {
             return r; // `>&2`, `2>&1`
+        }
+        if let Some(path) = value.as_static() {
+            r.writes.push(path.to_owned());
         }
         match value.as_static() {
             Some(path) => match write_target(path) {

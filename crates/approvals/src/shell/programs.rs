@@ -462,6 +462,10 @@ pub(crate) fn write_target(path: &str) -> WriteTarget {
 }
 
 fn file_write(name: &str, path: &str) -> Verdict {
+    file_write_class(name, path).writing(path)
+}
+
+fn file_write_class(name: &str, path: &str) -> Verdict {
     match write_target(path) {
         WriteTarget::Sink => Verdict::read(name),
         WriteTarget::File => {
@@ -486,8 +490,9 @@ fn files_changed(name: &str, paths: &[&str], class: Class) -> Verdict {
     let mut v = Verdict::new(class, format!("`{name}` changes local files"));
     for p in paths {
         if !matches!(write_target(p), WriteTarget::File | WriteTarget::Sink) {
-            v = v.worst(file_write(name, p));
+            v = v.worst(file_write_class(name, p));
         }
+        v = v.writing(p);
     }
     v
 }
