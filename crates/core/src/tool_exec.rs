@@ -288,6 +288,7 @@ async fn run_one(
             Err(e) => (ToolResult::text(e.to_string()), true),
         }
     };
+    let result = scrub(result);
     if let Some(approval_id) = approval_id {
         ctx.deps
             .gate
@@ -295,6 +296,37 @@ async fn run_one(
             .await;
     }
     (result, is_error)
+}
+
+/// The secrets of keel's environment (provider keys, tokens, database
+/// passwords), read once per process.
+fn secrets() -> &'static keel_tools::Scrubber {
+    static SECRETS: std::sync::OnceLock<keel_tools::Scrubber> = std::sync::OnceLock::new();
+    SECRETS.get_or_init(keel_tools::Scrubber::from_env)
+}
+
+/// `result` with every known secret value replaced by `[redacted]`, before
+/// it is shown, stored, audited or sent to the model.
+fn scrub(mut result: ToolResult) -> ToolResult {
+    let secrets = secrets();
+    if secrets.is_empty() {
+        return result;
+    }
+    for block in &mut result.content {
+        if let ContentBlock::Text { text } = block
+            && let Some(clean) = secrets.scrub(text)
+        {
+            *text = clean;
+        }
+    }
+    if let Some(details) = result.details.take() {
+        let raw = details.to_string();
+        result.details = match secrets.scrub(&raw) {
+            Some(clean) => serde_json::from_str(&clean).ok(),
+            None => Some(details),
+        };
+    }
+    result
 }
 
 /// The text parts of a result, for the approval record.
@@ -315,7 +347,7 @@ async fn emit_update(ctx: &RunCtx, id: &str, name: &str, args: &Value, partial: 
         tool_call_id: id.to_owned(),
         tool_name: name.to_owned(),
         args: args.clone(),
-        partial_result: partial,
+        partial_result: scrub(partial),
     })
     .await;
 }

@@ -11,6 +11,7 @@
 
 pub mod backend;
 mod builtins;
+pub mod child_env;
 mod error;
 pub mod host;
 mod path;
@@ -30,6 +31,7 @@ pub use backend::{
 pub use builtins::{
     BashTool, EditTool, FindTool, GrepTool, LsTool, ReadTool, WriteTool, builtin_tools,
 };
+pub use child_env::{EnvPolicy, Scrubber};
 pub use error::{Error, Result};
 pub use path::{display_relative, normalize_path, resolve_path};
 

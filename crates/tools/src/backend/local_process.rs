@@ -4,7 +4,8 @@
 //! group with stdin closed and stdout+stderr merged into one pipe; output is
 //! streamed to a callback; on timeout or cancellation the whole group gets
 //! SIGTERM, then SIGKILL after a short grace, and the child is always reaped.
-//! It must not know about tools or how their output is formatted.
+//! The child's environment follows an [`EnvPolicy`] (secrets dropped). It
+//! must not know about tools or how their output is formatted.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
@@ -21,6 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ProcessExit, ProcessRequest, ProcessRunner};
+use crate::child_env::EnvPolicy;
 use crate::error::{Error, Result};
 
 /// How long output is still collected after the shell exits while a
@@ -36,6 +38,8 @@ pub struct LocalProcessRunner {
     pub shell: PathBuf,
     /// Time between SIGTERM and SIGKILL when killing a process group.
     pub kill_grace: Duration,
+    /// What the child's environment holds (secrets dropped by default).
+    pub env: EnvPolicy,
 }
 
 impl Default for LocalProcessRunner {
@@ -43,6 +47,7 @@ impl Default for LocalProcessRunner {
         Self {
             shell: PathBuf::from("bash"),
             kill_grace: Duration::from_secs(1),
+            env: EnvPolicy::default(),
         }
     }
 }
@@ -94,7 +99,8 @@ impl ProcessRunner for LocalProcessRunner {
             .arg("-c")
             .arg(&request.command)
             .current_dir(&request.cwd)
-            .envs(request.env.iter().map(|(k, v)| (k, v)))
+            .env_clear()
+            .envs(self.env.child_env_now(&request.env))
             .stdin(Stdio::null())
             .stdout(writer)
             .stderr(writer_err)
