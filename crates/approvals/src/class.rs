@@ -187,7 +187,12 @@ pub fn classify(tool: &str, args: &Value, origin: ToolOrigin, cwd: &Path) -> Cla
 
 /// Classes one call against `places`: the workspace root paths resolve
 /// against, and keel's protected state.
-pub fn classify_in(tool: &str, args: &Value, origin: ToolOrigin, places: &Places) -> Classification {
+pub fn classify_in(
+    tool: &str,
+    args: &Value,
+    origin: ToolOrigin,
+    places: &Places,
+) -> Classification {
     let base = |class: Class, reason: String| Classification {
         tool: tool.to_owned(),
         class,
@@ -292,7 +297,8 @@ fn classify_path_write(tool: &str, args: &Value, places: &Places) -> Classificat
 }
 
 /// Why a change to keel's own state is money.
-pub(crate) const PROTECTED_WHY: &str = "keel's own state (approvals, config, sessions) is protected; never covered by rules";
+pub(crate) const PROTECTED_WHY: &str =
+    "keel's own state (approvals, config, sessions) is protected; never covered by rules";
 
 /// Why a change beyond the workspace is held.
 pub(crate) const OUTSIDE_WHY: &str =
@@ -402,7 +408,11 @@ mod tests {
             ToolOrigin::Builtin,
             cwd,
         );
-        assert_eq!(c.class, Class::Send, "a write outside the workspace is held");
+        assert_eq!(
+            c.class,
+            Class::Send,
+            "a write outside the workspace is held"
+        );
         assert!(c.escapes && !c.understood, "never covered by a rule");
         assert!(c.reason.contains("outside the workspace"), "{}", c.reason);
         assert_eq!(

@@ -65,13 +65,13 @@ pub mod store;
 
 pub use card::{PendingRequest, messages};
 pub use class::{Class, Classification, ToolOrigin, classify, classify_in};
-pub use places::Places;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
     ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,
 };
 pub use error::{Error, Result};
 pub use mode::Mode;
+pub use places::Places;
 pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
 pub use settings::{format_expiry, parse_expiry};
 pub use shell::{ShellAnalysis, ShellCommand, ShellWord, analyze};

@@ -43,8 +43,7 @@ impl Places {
 
     /// Adds protected roots (each resolved).
     pub fn protecting(mut self, roots: &[PathBuf]) -> Self {
-        self.protected
-            .extend(roots.iter().map(|r| resolve_real(r)));
+        self.protected.extend(roots.iter().map(|r| resolve_real(r)));
         self
     }
 
@@ -119,7 +118,10 @@ pub fn resolve_real(path: &Path) -> PathBuf {
             }
             return real;
         }
-        if matches!(cur.components().next_back(), Some(Component::RootDir) | None) {
+        if matches!(
+            cur.components().next_back(),
+            Some(Component::RootDir) | None
+        ) {
             return path;
         }
     }

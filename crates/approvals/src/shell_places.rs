@@ -41,7 +41,9 @@ pub(crate) fn place(analysis: &mut ShellAnalysis, places: &Places) -> bool {
             let Some(path) = resolve(w, here.as_deref()) else {
                 findings.push((
                     Class::Send,
-                    format!("writes `{w}` after a change of folder keel cannot follow, {OUTSIDE_WHY}"),
+                    format!(
+                        "writes `{w}` after a change of folder keel cannot follow, {OUTSIDE_WHY}"
+                    ),
                 ));
                 escapes = true;
                 continue;
@@ -106,7 +108,10 @@ fn next_folder(program: Option<&str>, argv: &[ShellWord], here: Option<&Path>) -
     let args: Vec<&ShellWord> = argv
         .iter()
         .skip(1)
-        .filter(|w| w.as_static().is_none_or(|s| !s.starts_with('-') || s == "-"))
+        .filter(|w| {
+            w.as_static()
+                .is_none_or(|s| !s.starts_with('-') || s == "-")
+        })
         .collect();
     match args.first() {
         None => resolve("~", None),

@@ -93,7 +93,10 @@ impl EnvPolicy {
         }) {
             out.insert(k.into(), v.into());
         }
-        out.insert("GIT_CONFIG_COUNT".into(), GIT_GUARDS.len().to_string().into());
+        out.insert(
+            "GIT_CONFIG_COUNT".into(),
+            GIT_GUARDS.len().to_string().into(),
+        );
         out.insert("GIT_PAGER".into(), "cat".into());
         for (k, v) in &self.set {
             out.insert(k.into(), v.into());
@@ -233,7 +236,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-        pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
     }
 
     fn get<'a>(out: &'a [(OsString, OsString)], k: &str) -> Option<&'a OsString> {
@@ -258,7 +264,12 @@ mod tests {
         assert_eq!(get(&out, "PATH").unwrap(), "/usr/bin");
         assert_eq!(get(&out, "PLAIN_URL").unwrap(), "https://example.org/");
         assert_eq!(get(&out, "X").unwrap(), "1");
-        for k in ["OPENAI_API_KEY", "GITHUB_TOKEN", "MY_SECRET", "DATABASE_URL"] {
+        for k in [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "MY_SECRET",
+            "DATABASE_URL",
+        ] {
             assert!(get(&out, k).is_none(), "{k} passed");
         }
         assert_eq!(get(&out, "GIT_CONFIG_KEY_0").unwrap(), "core.fsmonitor");

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use super::{ApprovalEngine, CallContext, GateOutcome, Resolution, digest};
 use crate::card::{PendingRequest, messages};
 use crate::class::{Class, Classification, classify_in};
-use crate::places::Places;
 use crate::error::Result;
 use crate::mode::Mode;
+use crate::places::Places;
 use crate::rules;
 use crate::store::{ApprovalRecord, ApprovedBy, Delivery, NewAudit, NewRequest, Status};
 

@@ -9,6 +9,7 @@ mod more;
 mod postgres;
 mod restart;
 mod rpc;
+mod security;
 
 use keel_test_support::{KeelChild, KeelOutput};
 use serde_json::Value;
