@@ -10,6 +10,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod backend;
+pub mod bounded;
 mod builtins;
 pub mod child_env;
 mod error;

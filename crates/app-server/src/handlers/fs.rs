@@ -45,7 +45,8 @@ fn ms(t: std::io::Result<SystemTime>) -> i64 {
 
 pub async fn read_file(p: FsPathParams) -> Result<Reply, RpcError> {
     let path = checked_path(&p.path)?;
-    let bytes = tokio::fs::read(&path).await?;
+    let bytes =
+        keel_tools::bounded::read_regular_async(&path, keel_tools::bounded::MAX_READ_BYTES).await?;
     ok(&FsReadFileResponse {
         data_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
     })
@@ -56,6 +57,7 @@ pub async fn write_file(p: FsWriteFileParams) -> Result<Reply, RpcError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(p.data_base64.as_bytes())
         .map_err(|e| RpcError::invalid_params(format!("dataBase64: {e}")))?;
+    keel_tools::bounded::check_writable(&path)?;
     tokio::fs::write(&path, bytes).await?;
     ok(&EmptyResponse {})
 }
@@ -126,6 +128,21 @@ pub async fn remove(p: FsRemoveParams) -> Result<Reply, RpcError> {
 
 fn copy_tree(from: &Path, to: &Path, recursive: bool) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
+    let t = meta.file_type();
+    if !(t.is_dir() || t.is_file() || t.is_symlink()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is not a regular file or folder; not copied",
+                from.display()
+            ),
+        ));
+    }
+    keel_tools::bounded::check_writable(to).or_else(
+        |e| {
+            if to.is_dir() { Ok(()) } else { Err(e) }
+        },
+    )?;
     if meta.is_dir() {
         if !recursive {
             return Err(std::io::Error::other(

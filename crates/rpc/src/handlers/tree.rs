@@ -90,6 +90,8 @@ impl Server {
                 .join(keel_export::default_file_name(&snap.session_id)),
         };
         let shown = path.display().to_string();
+        keel_tools::bounded::check_writable(&path)
+            .map_err(|e| wire_errors::export_failed(&shown, &e.to_string()))?;
         tokio::fs::write(&path, html)
             .await
             .map_err(|e| wire_errors::export_failed(&shown, &e.to_string()))?;

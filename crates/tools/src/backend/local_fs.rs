@@ -22,7 +22,9 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 #[async_trait::async_trait]
 impl FileSystem for LocalFileSystem {
     async fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        tokio::fs::read(path).await.map_err(|e| Error::io(path, e))
+        crate::bounded::read_regular_async(path, crate::bounded::MAX_READ_BYTES)
+            .await
+            .map_err(|e| Error::io(path, e))
     }
 
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<()> {
@@ -38,6 +40,7 @@ impl FileSystem for LocalFileSystem {
             }
             _ => path.to_path_buf(),
         };
+        crate::bounded::check_writable(&target).map_err(|e| Error::io(&target, e))?;
         let parent = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
