@@ -215,3 +215,54 @@ async fn fs_watch_reports_changes_until_unwatched() {
     assert_eq!(e["code"], -32600);
     s.close().await;
 }
+
+#[tokio::test]
+async fn fs_refuses_devices_and_fifos_and_keeps_serving() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let fifo = env.ws().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.display().to_string();
+    let e = s.err("fs/readFile", json!({"path": "/dev/zero"})).await;
+    assert_eq!(e["code"], -32603);
+    assert!(
+        e["message"].as_str().unwrap().contains("character device"),
+        "{e}"
+    );
+    let e = s.err("fs/readFile", json!({"path": fifo})).await;
+    assert!(e["message"].as_str().unwrap().contains("FIFO"), "{e}");
+    let e = s
+        .err(
+            "fs/writeFile",
+            json!({"path": fifo, "dataBase64": b64("x")}),
+        )
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("FIFO"), "{e}");
+    let to = format!("{}/copy", env.ws().display());
+    let e = s
+        .err(
+            "fs/copy",
+            json!({"sourcePath": fifo, "destinationPath": to}),
+        )
+        .await;
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
+        "{e}"
+    );
+    let m = s
+        .ok(
+            "fs/getMetadata",
+            json!({"path": env.ws().display().to_string()}),
+        )
+        .await;
+    assert_eq!(m["isDirectory"], true);
+}

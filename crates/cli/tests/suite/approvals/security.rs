@@ -275,3 +275,37 @@ async fn the_provider_key_never_reaches_a_command_or_the_model() {
         );
     }
 }
+
+fn mkfifo(path: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[tokio::test]
+async fn devices_and_fifos_are_refused_and_keel_keeps_answering() {
+    let env = Env::new().await;
+    mkfifo(&env.ws().join("fifo"));
+    env.mock.push_all([
+        call("c1", "read", json!({"path": "/dev/zero"})),
+        call("c2", "read", json!({"path": "fifo"})),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    let zero = rpc.tool_end("c1").await;
+    assert_eq!(zero["isError"], true);
+    assert!(result_text(&zero).contains("character device"), "{zero}");
+    let fifo = rpc.tool_end("c2").await;
+    assert!(result_text(&fifo).contains("FIFO"), "{fifo}");
+    rpc.event("agent_end").await;
+    let r = rpc
+        .call(json!({"type": "export_html", "outputPath": "fifo"}))
+        .await;
+    assert_eq!(r["success"], false, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("FIFO"), "{r}");
+    // Still serving.
+    rpc.ok(json!({"type": "get_state"})).await;
+}
