@@ -423,6 +423,9 @@ const SUBCOMMAND_PROGRAMS: &[&str] = &[
     "zig",
 ];
 
+/// How many plain words after an unknown program a rule names.
+const MAX_SUBCOMMAND_WORDS: usize = 3;
+
 /// The prefix a prompt offers for one command: env prefixes, program and
 /// (for known CLIs) the subcommand, plus the script name for `npm run X`.
 fn suggested_prefix(words: &[ShellWord], program_index: usize) -> Option<Vec<String>> {
@@ -450,6 +453,17 @@ fn suggested_prefix(words: &[ShellWord], program_index: usize) -> Option<Vec<Str
         if runs_script && let Some(script) = words.get(program_index + 2).and_then(plain) {
             out.push(script);
         }
+    } else {
+        // Any other program: its leading plain words are what a person read
+        // as the subcommand on the card (`acme test` never widens to
+        // `acme`), up to the first option.
+        out.extend(
+            words
+                .iter()
+                .skip(program_index + 1)
+                .map_while(plain)
+                .take(MAX_SUBCOMMAND_WORDS),
+        );
     }
     Some(out)
 }

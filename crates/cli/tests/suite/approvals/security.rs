@@ -309,3 +309,41 @@ async fn devices_and_fifos_are_refused_and_keel_keeps_answering() {
     // Still serving.
     rpc.ok(json!({"type": "get_state"})).await;
 }
+
+#[tokio::test]
+async fn always_allow_covers_what_the_card_said_and_no_more() {
+    let env = Env::new().await;
+    env.mock.push_all([
+        call("c1", "bash", json!({"command": "keel-acme test"})),
+        call("c2", "bash", json!({"command": "keel-acme test --quiet"})),
+        call("c3", "bash", json!({"command": "keel-acme tests"})),
+        call("c4", "bash", json!({"command": "keel-acme test2"})),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    let req = rpc.approval_request().await;
+    assert_eq!(
+        req["always"]["scope"],
+        json!({"kind": "command", "prefix": ["keel-acme", "test"]}),
+        "{req}"
+    );
+    assert!(
+        req["always"]["label"]
+            .as_str()
+            .unwrap()
+            .contains("keel-acme test"),
+        "{req}"
+    );
+    let id = req["id"].as_str().unwrap().to_owned();
+    rpc.decide(&id, "approve_always", json!({})).await;
+    rpc.tool_end("c1").await;
+    rpc.tool_end("c2").await;
+    for c in ["c3", "c4"] {
+        let req = rpc.approval_request().await;
+        assert_eq!(req["toolCallId"], c, "{req}");
+        let id = req["id"].as_str().unwrap().to_owned();
+        rpc.decide(&id, "decline", json!({})).await;
+    }
+    rpc.event("agent_end").await;
+}
