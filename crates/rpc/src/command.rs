@@ -412,12 +412,12 @@ pub(crate) enum Reply {
 
 /// Parses one frame.
 pub(crate) fn parse(bytes: &[u8]) -> Inbound {
-    let value: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
+    let obj = match serde_json::from_slice::<UniqueKeys>(bytes) {
+        Ok(UniqueKeys(obj)) => obj,
+        Err(e) if e.is_data() && !e.to_string().starts_with("duplicate key") => {
+            return reject_parse("expected a JSON object");
+        }
         Err(e) => return reject_parse(&e.to_string()),
-    };
-    let Value::Object(obj) = value else {
-        return reject_parse("expected a JSON object");
     };
     let Some(kind) = obj.get("type").and_then(Value::as_str) else {
         return reject_parse("missing string field \"type\"");
@@ -452,6 +452,37 @@ pub(crate) fn parse(bytes: &[u8]) -> Inbound {
             command: info.name.to_owned(),
             error: wire_errors::invalid_params(info.name, &detail),
         },
+    }
+}
+
+/// A frame's top-level object, refusing a key given twice (which one would
+/// win is not something a host should have to guess).
+struct UniqueKeys(Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut obj = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if obj.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
+                    }
+                    let value: Value = map.next_value()?;
+                    obj.insert(key, value);
+                }
+                Ok(UniqueKeys(obj))
+            }
+        }
+        d.deserialize_map(Visit)
     }
 }
 

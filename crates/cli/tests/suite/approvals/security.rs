@@ -347,3 +347,23 @@ async fn always_allow_covers_what_the_card_said_and_no_more() {
     }
     rpc.event("agent_end").await;
 }
+
+#[tokio::test]
+async fn a_frame_with_a_key_given_twice_is_refused() {
+    let env = Env::new().await;
+    let mut rpc = env.rpc(&[]).await;
+    rpc.send_raw(r#"{"type":"get_state","type":"bash","command":"touch pwned"}"#)
+        .await;
+    let r = rpc.next().await;
+    assert_eq!(r["command"], "parse", "{r}");
+    assert_eq!(r["success"], false);
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key \"type\""),
+        "{r}"
+    );
+    rpc.ok(json!({"type": "get_state"})).await;
+    assert!(!env.ws().join("pwned").exists());
+}
