@@ -335,6 +335,15 @@ impl<D: SseDecoder> Pump<D> {
                             break;
                         }
                     }
+                    if self.parser.overflowed() && !self.finished {
+                        self.body = None;
+                        let msg = format!(
+                            "one event from {} is larger than {} MiB, the most keel takes in one event; the response was stopped",
+                            self.url,
+                            crate::sse::MAX_EVENT_BYTES / (1024 * 1024)
+                        );
+                        return Some(self.terminate(Err(Error::new(ErrorKind::Decode, msg))));
+                    }
                 }
                 Ok(Some(Err(e))) => {
                     self.body = None;

@@ -19,7 +19,13 @@
 //!   comments (`: keep-alive`);
 //! - a blank line dispatches the event, unless no `data` line was seen;
 //! - at end of input a pending event is not dispatched;
-//!   [`SseParser::is_mid_event`] tells whether one was left (a cut stream).
+//!   [`SseParser::is_mid_event`] tells whether one was left (a cut stream);
+//! - one event (its pending line and data) holds at most
+//!   [`MAX_EVENT_BYTES`]; past that the parser stops taking input and
+//!   [`SseParser::overflowed`] says so, so memory stays bounded by the cap.
+
+/// The most one event may hold: 16 MiB.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +53,10 @@ pub struct SseParser {
     last_id: Option<String>,
     /// A field line was seen since the last dispatch.
     pending_fields: bool,
+    /// The cap on one event (0: [`MAX_EVENT_BYTES`]).
+    limit: usize,
+    /// An event grew past the cap; no more input is taken.
+    overflowed: bool,
 }
 
 const BOM: &[u8] = "\u{feff}".as_bytes();
@@ -56,9 +66,39 @@ impl SseParser {
         SseParser::default()
     }
 
+    /// A parser whose events hold at most `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        SseParser {
+            limit,
+            ..SseParser::default()
+        }
+    }
+
+    /// Whether an event grew past the cap (the stream must be given up).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn over(&mut self, more: usize) -> bool {
+        let limit = if self.limit == 0 {
+            MAX_EVENT_BYTES
+        } else {
+            self.limit
+        };
+        if self.line.len() + self.data.len() + more > limit {
+            self.overflowed = true;
+            self.line = Vec::new();
+            self.data = String::new();
+        }
+        self.overflowed
+    }
+
     /// Parses `chunk` and returns the events it completed, in order.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         let mut events = Vec::new();
+        if self.overflowed {
+            return events;
+        }
         let mut rest = chunk;
         if self.skip_lf {
             self.skip_lf = false;
@@ -67,6 +107,9 @@ impl SseParser {
             }
         }
         while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            if self.over(pos) {
+                return events;
+            }
             self.line.extend_from_slice(&rest[..pos]);
             let terminator = rest[pos];
             rest = &rest[pos + 1..];
@@ -82,7 +125,9 @@ impl SseParser {
                 events.push(event);
             }
         }
-        self.line.extend_from_slice(rest);
+        if !self.over(rest.len()) {
+            self.line.extend_from_slice(rest);
+        }
         events
     }
 
@@ -158,6 +203,22 @@ mod tests {
             out.extend(p.push(c));
         }
         (out, p)
+    }
+
+    #[test]
+    fn one_event_past_the_cap_stops_the_parser() {
+        let mut p = SseParser::with_limit(64);
+        assert_eq!(p.push(b"data: small\n\n").len(), 1);
+        let big = format!("data: {}", "x".repeat(40));
+        assert!(p.push(big.as_bytes()).is_empty());
+        assert!(!p.overflowed());
+        assert!(p.push(big.as_bytes()).is_empty());
+        assert!(p.overflowed(), "two pieces of one line past the cap");
+        assert!(p.push(b"\n\ndata: after\n\n").is_empty());
+        let mut p = SseParser::with_limit(64);
+        let many = "data: 0123456789\n".repeat(8);
+        assert!(p.push(many.as_bytes()).is_empty());
+        assert!(p.overflowed(), "many data lines of one event");
     }
 
     #[test]

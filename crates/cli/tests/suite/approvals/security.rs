@@ -367,3 +367,28 @@ async fn a_frame_with_a_key_given_twice_is_refused() {
     rpc.ok(json!({"type": "get_state"})).await;
     assert!(!env.ws().join("pwned").exists());
 }
+
+#[tokio::test]
+async fn one_oversize_provider_event_ends_the_turn_with_a_clear_error() {
+    use keel_test_support::SseEvent;
+    let env = Env::new().await;
+    let huge = "x".repeat(17 * 1024 * 1024);
+    env.mock.push(MockResponse::sse(vec![SseEvent::data(huge)]));
+    let mut rpc = env.rpc(&[]).await;
+    let end = rpc.prompt_and_wait("go").await;
+    let last = end["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["stopReason"], "error");
+    let msg = last["errorMessage"].as_str().unwrap();
+    assert!(msg.contains("larger than 16 MiB"), "{msg}");
+    let longest = rpc
+        .frames
+        .iter()
+        .map(|f| f.to_string().len())
+        .max()
+        .unwrap();
+    assert!(
+        longest < 1024 * 1024,
+        "a frame of {longest} bytes was written"
+    );
+    rpc.ok(json!({"type": "get_state"})).await;
+}
