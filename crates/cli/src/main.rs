@@ -13,6 +13,7 @@ mod render;
 mod rpc;
 mod sessions;
 mod setup;
+mod term;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -177,5 +178,7 @@ fn runtime_builder(mode: Option<Mode>, command: Option<&Command>) -> tokio::runt
 #[allow(clippy::print_stderr)]
 pub(crate) fn report_error(e: &anyhow::Error) {
     let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-    eprintln!("keel: {}", chain.join(": "));
+    let text = chain.join(": ");
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    eprintln!("keel: {}", term::safe_if(tty, &text));
 }

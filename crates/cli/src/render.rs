@@ -192,6 +192,7 @@ impl Renderer {
         self.clear_spinner();
         self.status.clear();
         let mut out = std::io::stdout().lock();
+        let delta = crate::term::safe_if(out.is_terminal(), delta);
         let _ = out.write_all(delta.as_bytes());
         let _ = out.flush();
         self.at_line_start = delta.ends_with('\n');
@@ -211,6 +212,7 @@ impl Renderer {
     fn line(&mut self, text: &str) {
         self.clear_spinner();
         let mut err = std::io::stderr().lock();
+        let text = crate::term::safe_if(self.tty, text);
         let _ = writeln!(err, "{text}");
         let _ = err.flush();
     }

@@ -392,3 +392,36 @@ async fn one_oversize_provider_event_ends_the_turn_with_a_clear_error() {
     );
     rpc.ok(json!({"type": "get_state"})).await;
 }
+
+#[tokio::test]
+async fn a_provider_error_cannot_drive_the_terminal() {
+    let env = Env::new().await;
+    env.mock.push(MockResponse::error(
+        400,
+        json!({"error": {"message": "bad \u{1b}[2J\u{1b}]0;owned\u{7} request"}}),
+    ));
+    let cmd = format!(
+        "{} exec --base-url {} --model mock-model hi",
+        env!("CARGO_BIN_EXE_keel"),
+        env.mock.base_url()
+    );
+    // `script` gives keel a terminal on stdout and stderr.
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        tokio::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("KEEL_HOME", env.home.path())
+            .current_dir(env.ws())
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bad [2J]0;owned request"), "{text:?}");
+    assert!(
+        !text.contains("\u{1b}[2J") && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+}
