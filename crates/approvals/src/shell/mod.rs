@@ -13,14 +13,16 @@
 //! storage.
 //!
 //! Known gaps (each fails towards asking, except where noted):
-//! - git's read-only subcommands honour repository configuration, which can
-//!   run programs (`core.fsmonitor`, `diff.external`, textconv). Writes into
-//!   `.git/`, `~/.gitconfig`, `~/.config/git`, `cd .git`, `git config`,
-//!   `git -c`, `--git-dir` and `GIT_*` variables are send and never covered
-//!   by rules, but a bare repository laid out elsewhere by write-class
-//!   commands, or a symlink into `.git` that already exists, is not seen.
-//! - Writes outside the workspace (`> ~/.bashrc`) are write, like the
-//!   `write` tool's.
+//! - git's read-only subcommands honour repository configuration; keel's
+//!   process backend turns off the settings that run programs from it
+//!   (`core.fsmonitor`, `diff.external`, pagers), but textconv drivers and
+//!   filters named in config still run. Writes into `.git/` (on the resolved
+//!   path, see `crate::shell_places`), `~/.gitconfig`, `~/.config/git`,
+//!   `cd .git`, `git config`, `git -c`, `--git-dir` and `GIT_*` variables
+//!   are send and never covered by rules; a bare repository laid out
+//!   elsewhere by write-class commands is not seen.
+//! - This module records what each command writes ([`ShellCommand::writes`])
+//!   but not where that is: the workspace check is `crate::shell_places`.
 //! - `git checkout NAME` with a bare name is taken as a branch switch
 //!   (send); a file of that name would lose its changes (money).
 //! - Scripts (`./build.sh`, `python gen.py`) are understood as send: what
