@@ -8,6 +8,7 @@
 //! server one; [`StoreLocation`] picks between them. It must not know about classes' meaning, modes'
 //! effect, waiting, or the agent loop.
 
+pub mod identity;
 mod location;
 mod pg_schema;
 mod postgres;

@@ -59,12 +59,18 @@ impl SqliteStore {
         {
             std::fs::create_dir_all(parent)?;
         }
+        let existed = path.exists();
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(10))?;
         conn.set_prepared_statement_cache_capacity(64);
+        let fresh = !existed
+            || conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })? == 0;
         let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         migrate(&mut conn)?;
+        super::identity::check(&conn, path, fresh)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_path_buf(),
@@ -73,6 +79,13 @@ impl SqliteStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Accepts the database at `path` as keel's own after a person checked
+    /// it (its identity is recorded anew; see `store::identity`).
+    pub fn trust_blocking(path: &Path) -> Result<()> {
+        let conn = Connection::open(path)?;
+        super::identity::trust(&conn, path)
     }
 
     /// [`run`](Self::run) with `synchronous=NORMAL`: the commit goes to

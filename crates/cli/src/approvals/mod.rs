@@ -104,6 +104,9 @@ pub enum ApprovalsCommand {
     },
     /// Why did this tool call run (or not)? The audit lines for a call id.
     Explain { call_id: String },
+    /// Accept the SQLite approvals database as keel's own after checking it
+    /// (when keel refuses it as "not the one keel wrote").
+    TrustStore,
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,8 +117,28 @@ pub enum RulesCommand {
     Remove { id: String },
 }
 
+/// `keel approvals trust-store`: records the identity of the configured
+/// SQLite database anew.
+#[allow(clippy::print_stdout)]
+fn trust_store(home: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use keel_core::keel_approvals::{SqliteStore, StoreLocation};
+    match StoreLocation::for_home(home)? {
+        StoreLocation::Sqlite(db) => {
+            SqliteStore::trust_blocking(&db)?;
+            println!("trusted {}", db.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        StoreLocation::Postgres { .. } => {
+            anyhow::bail!("trust-store applies to an SQLite database; PostgreSQL is not a file")
+        }
+    }
+}
+
 pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
     let home = home_dir(global)?;
+    if matches!(args.command, ApprovalsCommand::TrustStore) {
+        return trust_store(&home);
+    }
     let engine =
         ApprovalEngine::open_home(&home, Arc::new(keel_core::keel_approvals::SystemClock)).await?;
     let cwd = match &args.workspace {
@@ -172,6 +195,7 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
             }
         },
         ApprovalsCommand::Explain { call_id } => explain(&engine, &call_id, json).await?,
+        ApprovalsCommand::TrustStore => return trust_store(&home),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -425,3 +425,63 @@ async fn a_provider_error_cannot_drive_the_terminal() {
         "{text:?}"
     );
 }
+
+#[tokio::test]
+async fn a_database_moved_over_keels_own_is_refused_until_trusted() {
+    let env = Env::new().await;
+    let ok = env
+        .keel()
+        .args(["approvals", "mode", "outside"])
+        .run()
+        .await
+        .unwrap();
+    assert!(ok.status.success(), "{}", ok.stderr);
+    // Someone prepares a database that runs everything, and moves it over.
+    let other = tempfile::tempdir().unwrap();
+    let ok = env
+        .keel()
+        .home(other.path())
+        .args(["approvals", "mode", "money_only"])
+        .run()
+        .await
+        .unwrap();
+    assert!(ok.status.success(), "{}", ok.stderr);
+    let db = env.home.path().join("keel.db");
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(env.home.path().join(format!("keel.db{suffix}")));
+    }
+    std::fs::copy(
+        other.path().join("keel.db"),
+        env.home.path().join("evil.db"),
+    )
+    .unwrap();
+    std::fs::rename(env.home.path().join("evil.db"), &db).unwrap();
+
+    env.mock.push_all([
+        call(
+            "c1",
+            "bash",
+            json!({"command": "keel-test-unknown-program"}),
+        ),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    let end = rpc.tool_end("c1").await;
+    assert_eq!(end["isError"], true);
+    let text = result_text(&end);
+    assert!(text.contains("not the one keel wrote"), "{text}");
+    rpc.event("agent_end").await;
+    drop(rpc);
+
+    let trusted = env
+        .keel()
+        .args(["approvals", "trust-store"])
+        .run()
+        .await
+        .unwrap();
+    assert!(trusted.status.success(), "{}", trusted.stderr);
+    let mode = env.keel().args(["approvals", "mode"]).run().await.unwrap();
+    assert!(mode.status.success(), "{}", mode.stderr);
+    assert!(mode.stdout.contains("money_only"), "{}", mode.stdout);
+}
