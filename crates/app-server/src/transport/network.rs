@@ -236,17 +236,20 @@ fn now_secs() -> i64 {
 
 async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
     let (mut parts, _body) = request.into_parts();
-    let peer = parts
+    let slot = parts
         .extensions
         .get::<ConnectInfo<Peer>>()
-        .map(|c| c.0.0.clone())
-        .unwrap_or_default();
+        .map(|c| c.0.clone());
+    let peer = slot.as_ref().map(|p| p.0.clone()).unwrap_or_default();
     if let Err(why) = state.auth.authorize(&parts.headers, now_secs()) {
         tracing::warn!(%peer, path = parts.uri.path(), reason = %why, "refused a websocket upgrade");
         let mut r = plain(StatusCode::UNAUTHORIZED, "unauthorized\n");
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
+    }
+    if let Some(slot) = &slot {
+        slot.authenticated();
     }
     if state.runtime.shutdown.is_cancelled() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
