@@ -559,3 +559,37 @@ async fn a_client_that_does_not_read_is_disconnected() {
     let out = server.stop().await;
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
+
+#[tokio::test]
+async fn idle_unauthenticated_sockets_do_not_starve_health_or_clients() {
+    let env = Env::new().await;
+    let token = secret_file(env.home.path(), "token", &format!("{TOKEN}\n"));
+    let server = env
+        .net_server("ws://127.0.0.1:0", &["--ws-token-file", &token])
+        .await;
+    let t = server.target.clone();
+    let Target::Tcp(addr) = t.clone() else {
+        panic!("not tcp")
+    };
+    // More idle sockets than the listener holds at once.
+    let mut idle = Vec::new();
+    for _ in 0..600 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let wait = std::time::Duration::from_secs(10);
+    let health = tokio::time::timeout(wait, t.http_get("/healthz", &[]))
+        .await
+        .expect("/healthz waited behind idle sockets");
+    assert_eq!(health, (200, "ok\n".into()));
+    let mut c = tokio::time::timeout(wait, t.ws_bearer(TOKEN))
+        .await
+        .expect("an authenticated upgrade waited behind idle sockets");
+    c.initialize().await;
+    assert_eq!(
+        c.ok("thread/loaded/list", json!({})).await["data"],
+        json!([])
+    );
+    drop(idle);
+    let out = server.stop().await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+}
