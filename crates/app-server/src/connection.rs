@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::approvals::{self, Answer};
 use crate::dispatch;
 use crate::outbound::Connection;
-use crate::rpc_error::oversize;
+use crate::rpc_error::{RpcError, oversize};
 use crate::runtime::Runtime;
 
 /// Inbound frames waiting for the connection loop.
@@ -64,12 +64,20 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
         }
         Err(IncomingError::Malformed(why)) => {
             tracing::warn!("Failed to deserialize JSONRPCMessage: {why}");
+            // A request whose id is unusable (a float, a bool, an object,
+            // null, beyond i64) would leave its client waiting forever: it
+            // gets the JSON-RPC answer for an invalid request, with id null.
+            if let Some(id) = unusable_request_id(bytes) {
+                refuse_id(conn, &id).await;
+            }
         }
         Ok(Incoming::Request { id, method, params }) => {
             dispatch::handle_request(runtime, conn, id, method, params).await;
         }
         Ok(Incoming::Notification { method, .. }) => {
-            if method != "initialized" {
+            if let Some(id) = unusable_request_id(bytes) {
+                refuse_id(conn, &id).await;
+            } else if method != "initialized" {
                 tracing::warn!(%method, "unknown client notification ignored");
             }
         }
@@ -80,4 +88,25 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
             approvals::answer(runtime, conn, &id, Answer::Error(error)).await;
         }
     }
+}
+
+/// The id text of a frame that is a request (it names a `method`) whose
+/// `id` is not a string or an i64.
+fn unusable_request_id(bytes: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let obj = v.as_object()?;
+    obj.get("method")?.as_str()?;
+    let id = obj.get("id")?;
+    match id {
+        serde_json::Value::String(_) => None,
+        serde_json::Value::Number(n) if n.is_i64() => None,
+        other => Some(other.to_string()),
+    }
+}
+
+async fn refuse_id(conn: &Connection, id: &str) {
+    let error = RpcError::invalid(format!(
+        "Invalid request: id {id} is not a string or an integer (i64)"
+    ));
+    conn.respond_error(None, &error).await;
 }

@@ -221,3 +221,39 @@ async fn opted_out_notifications_are_not_sent() {
     assert!(methods.iter().any(|m| m == "item/completed"));
     s.close().await;
 }
+
+#[tokio::test]
+async fn a_request_with_an_unusable_id_is_answered_not_dropped() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    for id in [
+        "1.5",
+        "true",
+        "{\"a\":1}",
+        "null",
+        "99999999999999999999",
+        "[1]",
+    ] {
+        s.send_raw(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"thread/loaded/list","params":{{}}}}"#
+        ))
+        .await;
+        let r = s
+            .wait_for("an error for an unusable id", |f| {
+                f.get("error").is_some() && f["id"].is_null()
+            })
+            .await;
+        assert_eq!(r["error"]["code"], -32600, "{id}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("is not a string or an integer"),
+            "{id}: {r}"
+        );
+    }
+    // Still serving.
+    let r = s.ok("thread/loaded/list", json!({})).await;
+    assert_eq!(r["data"], json!([]));
+    s.close().await;
+}
