@@ -24,16 +24,20 @@ pub(crate) enum Inbound {
     Reply(Reply),
     /// A line answered with an error only.
     Reject {
-        id: Option<Value>,
+        id: Option<Box<WireId>>,
         command: String,
         error: WireError,
     },
 }
 
+/// A command's `id` exactly as the host sent it (raw JSON), so it is echoed
+/// byte for byte: `1e5` stays `1e5`, a 30-digit number keeps every digit.
+pub(crate) type WireId = serde_json::value::RawValue;
+
 /// A parsed command with its echoable `id`.
 #[derive(Debug)]
 pub(crate) struct Envelope {
-    pub id: Option<Value>,
+    pub id: Option<Box<WireId>>,
     pub name: &'static str,
     pub dispatch: Dispatch,
     pub command: Command,
@@ -412,8 +416,8 @@ pub(crate) enum Reply {
 
 /// Parses one frame.
 pub(crate) fn parse(bytes: &[u8]) -> Inbound {
-    let obj = match serde_json::from_slice::<UniqueKeys>(bytes) {
-        Ok(UniqueKeys(obj)) => obj,
+    let (obj, raw_id) = match serde_json::from_slice::<UniqueKeys>(bytes) {
+        Ok(UniqueKeys(obj, raw_id)) => (obj, raw_id),
         Err(e) if e.is_data() && !e.to_string().starts_with("duplicate key") => {
             return reject_parse("expected a JSON object");
         }
@@ -429,7 +433,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Inbound {
             error: wire_errors::unknown_command(kind),
         };
     };
-    let id = obj.get("id").filter(|v| !v.is_null()).cloned();
+    let id = raw_id.filter(|_| obj.get("id").is_some_and(|v| !v.is_null()));
     if info.dispatch == Dispatch::Reply {
         return match parse_reply(info.method, obj) {
             Ok(reply) => Inbound::Reply(reply),
@@ -457,7 +461,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Inbound {
 
 /// A frame's top-level object, refusing a key given twice (which one would
 /// win is not something a host should have to guess).
-struct UniqueKeys(Map<String, Value>);
+struct UniqueKeys(Map<String, Value>, Option<Box<WireId>>);
 
 impl<'de> serde::Deserialize<'de> for UniqueKeys {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -472,14 +476,23 @@ impl<'de> serde::Deserialize<'de> for UniqueKeys {
                 mut map: A,
             ) -> Result<UniqueKeys, A::Error> {
                 let mut obj = Map::new();
+                let mut raw_id = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if obj.contains_key(&key) {
                         return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
                     }
-                    let value: Value = map.next_value()?;
+                    let value: Value = if key == "id" {
+                        let raw: Box<WireId> = map.next_value()?;
+                        let value =
+                            serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+                        raw_id = Some(raw);
+                        value
+                    } else {
+                        map.next_value()?
+                    };
                     obj.insert(key, value);
                 }
-                Ok(UniqueKeys(obj))
+                Ok(UniqueKeys(obj, raw_id))
             }
         }
         d.deserialize_map(Visit)
@@ -585,7 +598,7 @@ mod tests {
     fn reject(line: &str) -> (Option<Value>, String, String) {
         match parse(line.as_bytes()) {
             Inbound::Reject { id, command, error } => (
-                id,
+                id.map(|raw| serde_json::from_str(raw.get()).unwrap()),
                 command,
                 error.to_value().as_str().unwrap_or_default().to_owned(),
             ),
@@ -624,7 +637,10 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(env.id, Some(Value::from("p1")));
+        assert_eq!(
+            env.id.map(|r| r.get().to_owned()).as_deref(),
+            Some("\"p1\"")
+        );
         let Command::Prompt(p) = env.command else {
             panic!()
         };

@@ -7,6 +7,7 @@
 //! cloneable handle on the writer task. It does not decide when a frame is
 //! sent.
 
+use crate::command::WireId;
 use keel_jsonl::FrameSender;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -28,7 +29,7 @@ pub(crate) struct Ready {
 #[derive(Debug, Serialize)]
 pub(crate) struct Response<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<&'a Value>,
+    pub id: Option<&'a WireId>,
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub command: &'a str,
@@ -102,7 +103,7 @@ impl Out {
         }
     }
 
-    pub async fn respond_ok(&self, id: Option<&Value>, command: &str, data: Option<Value>) {
+    pub async fn respond_ok(&self, id: Option<&WireId>, command: &str, data: Option<Value>) {
         self.send(&Response {
             id,
             kind: "response",
@@ -114,7 +115,7 @@ impl Out {
         .await;
     }
 
-    pub async fn respond_err(&self, id: Option<&Value>, command: &str, error: &WireError) {
+    pub async fn respond_err(&self, id: Option<&WireId>, command: &str, error: &WireError) {
         self.send(&Response {
             id,
             kind: "response",
@@ -134,9 +135,9 @@ mod tests {
 
     #[test]
     fn response_shapes() {
-        let id = json!(42);
+        let id = serde_json::value::RawValue::from_string("42".to_owned()).unwrap();
         let ok = Response {
-            id: Some(&id),
+            id: Some(&*id),
             kind: "response",
             command: "get_state",
             success: true,

@@ -8,6 +8,7 @@
 //! `host_tool_cancel`; the end of input fails every pending call. Replies
 //! with unknown ids are ignored.
 
+use crate::command::WireId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -267,7 +268,7 @@ impl Server {
     /// nothing cut off, or a run going, the resume does nothing.
     pub(crate) async fn set_host_tools_then_resume(
         &mut self,
-        id: Option<&Value>,
+        id: Option<&WireId>,
         args: SetHostToolsArgs,
     ) -> Answer {
         match self.set_host_tools(args) {

@@ -13,6 +13,7 @@
 //! Handlers live in [`crate::handlers`]; this module does not implement
 //! commands.
 
+use crate::command::WireId;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,7 +117,7 @@ impl Default for RpcOptions {
 enum Job {
     Command(Envelope),
     Reject {
-        id: Option<Value>,
+        id: Option<Box<WireId>>,
         command: String,
         error: WireError,
     },
@@ -471,7 +472,7 @@ impl Server {
     async fn run_job(&mut self, job: Job) {
         match job {
             Job::Reject { id, command, error } => {
-                self.out.respond_err(id.as_ref(), &command, &error).await;
+                self.out.respond_err(id.as_deref(), &command, &error).await;
             }
             Job::Command(env) => {
                 let Envelope {
@@ -486,15 +487,15 @@ impl Server {
                         Answer::Failed(wire_errors::not_supported(name))
                     }
                     (Dispatch::Serial | Dispatch::Background | Dispatch::Reply, Ok(())) => {
-                        self.dispatch(id.as_ref(), name, command).await
+                        self.dispatch(id.as_deref(), name, command).await
                     }
                 };
                 if EVENTS_BEFORE_RESPONSE.contains(&name) {
                     self.flush_events().await;
                 }
                 match answer {
-                    Answer::Data(data) => self.out.respond_ok(id.as_ref(), name, data).await,
-                    Answer::Failed(e) => self.out.respond_err(id.as_ref(), name, &e).await,
+                    Answer::Data(data) => self.out.respond_ok(id.as_deref(), name, data).await,
+                    Answer::Failed(e) => self.out.respond_err(id.as_deref(), name, &e).await,
                     Answer::Sent => {}
                 }
             }

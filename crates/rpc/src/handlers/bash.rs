@@ -8,6 +8,7 @@
 //! (``Ran `cmd` `` and the fenced output), unless it was cancelled.
 //! `abort_bash` is answered first, then every running command is cancelled.
 
+use crate::command::WireId;
 use std::time::Duration;
 
 use keel_core::SessionHandle;
@@ -56,7 +57,7 @@ impl BashJobs {
 }
 
 impl Server {
-    pub(super) fn bash(&mut self, id: Option<&Value>, args: BashArgs) -> Answer {
+    pub(super) fn bash(&mut self, id: Option<&WireId>, args: BashArgs) -> Answer {
         if args.command.trim().is_empty() {
             return Answer::Failed(wire_errors::invalid_params(
                 "bash",
@@ -67,7 +68,7 @@ impl Server {
         let task = tokio::spawn(run_and_answer(
             self.handle().clone(),
             self.out.clone(),
-            id.cloned(),
+            id.map(WireId::to_owned),
             args.command,
             cancel.clone(),
         ));
@@ -75,7 +76,7 @@ impl Server {
         Answer::Sent
     }
 
-    pub(super) async fn abort_bash(&mut self, id: Option<&Value>, name: &str) -> Answer {
+    pub(super) async fn abort_bash(&mut self, id: Option<&WireId>, name: &str) -> Answer {
         self.out.respond_ok(id, name, None).await;
         self.bash.cancel();
         Answer::Sent
@@ -85,7 +86,7 @@ impl Server {
 async fn run_and_answer(
     handle: SessionHandle,
     out: Out,
-    id: Option<Value>,
+    id: Option<Box<WireId>>,
     command: String,
     cancel: CancellationToken,
 ) {
@@ -97,9 +98,9 @@ async fn run_and_answer(
                     output.trim_end()
                 )));
             }
-            out.respond_ok(id.as_ref(), "bash", Some(data)).await;
+            out.respond_ok(id.as_deref(), "bash", Some(data)).await;
         }
-        Err(e) => out.respond_err(id.as_ref(), "bash", &e).await,
+        Err(e) => out.respond_err(id.as_deref(), "bash", &e).await,
     }
 }
 

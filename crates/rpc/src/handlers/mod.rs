@@ -16,7 +16,7 @@ mod settings;
 mod state;
 mod tree;
 
-use serde_json::Value;
+use crate::command::WireId;
 
 use crate::command::Command;
 use crate::server::{Answer, Server};
@@ -25,7 +25,7 @@ use crate::wire_errors;
 impl Server {
     pub(crate) async fn dispatch(
         &mut self,
-        id: Option<&Value>,
+        id: Option<&WireId>,
         name: &'static str,
         command: Command,
     ) -> Answer {

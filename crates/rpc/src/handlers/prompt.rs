@@ -6,9 +6,9 @@
 //! `follow_up` queue the message while a run streams and start a run when
 //! the session is idle.
 
+use crate::command::WireId;
 use keel_core::{Delivery, QueueKind};
 use keel_protocol::{Op, UserInput};
-use serde_json::Value;
 
 use crate::command::{MessageArgs, PromptArgs, StreamingBehavior};
 use crate::server::{Answer, Server};
@@ -22,7 +22,7 @@ impl Server {
         }
     }
 
-    pub(super) async fn prompt(&mut self, id: Option<&Value>, args: PromptArgs) -> Answer {
+    pub(super) async fn prompt(&mut self, id: Option<&WireId>, args: PromptArgs) -> Answer {
         self.out.respond_ok(id, "prompt", None).await;
         let input = UserInput {
             message: args.message,
@@ -55,7 +55,7 @@ impl Server {
 
     pub(super) async fn queue_message(
         &mut self,
-        id: Option<&Value>,
+        id: Option<&WireId>,
         name: &'static str,
         args: MessageArgs,
         steer: bool,
@@ -86,7 +86,7 @@ impl Server {
 
     pub(super) async fn abort_and_prompt(
         &mut self,
-        id: Option<&Value>,
+        id: Option<&WireId>,
         args: MessageArgs,
     ) -> Answer {
         self.out.respond_ok(id, "abort_and_prompt", None).await;

@@ -8,6 +8,7 @@
 //! belong to the process, not the session). Naming a session also sends a
 //! `setTitle` UI request (suppressed unless enabled).
 
+use crate::command::WireId;
 use keel_protocol::Op;
 use serde_json::{Value, json};
 
@@ -42,7 +43,7 @@ impl Server {
     /// Switches, answers, then resumes a turn of the opened session that
     /// a crash or kill cut off (so the response comes before its
     /// `agent_start`).
-    pub(super) async fn switch_session(&mut self, id: Option<&Value>, path: &str) -> Answer {
+    pub(super) async fn switch_session(&mut self, id: Option<&WireId>, path: &str) -> Answer {
         match self.open_other(path).await {
             Ok(switched) => {
                 self.out

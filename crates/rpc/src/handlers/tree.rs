@@ -7,6 +7,7 @@
 //! message's text for the host to edit. `export_html` renders the session's
 //! entries (every branch) to one self-contained HTML file.
 
+use crate::command::WireId;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -16,22 +17,22 @@ use crate::server::{Answer, Server};
 use crate::wire_errors::{self, WireError};
 
 impl Server {
-    pub(super) async fn compact(&mut self, id: Option<&Value>, args: CompactArgs) -> Answer {
+    pub(super) async fn compact(&mut self, id: Option<&WireId>, args: CompactArgs) -> Answer {
         if self.model.is_none() {
             return Answer::Failed(wire_errors::no_model(&self.factory.no_model_hint()));
         }
         self.abort_and_wait().await;
         let handle = self.handle().clone();
         let out = self.out.clone();
-        let id = id.cloned();
+        let id = id.map(WireId::to_owned);
         tokio::spawn(async move {
             match handle.compact(args.custom_instructions).await {
                 Ok(result) => {
                     let data = serde_json::to_value(&result).unwrap_or(Value::Null);
-                    out.respond_ok(id.as_ref(), "compact", Some(data)).await;
+                    out.respond_ok(id.as_deref(), "compact", Some(data)).await;
                 }
                 Err(e) => {
-                    out.respond_err(id.as_ref(), "compact", &wire_errors::from_core(&e))
+                    out.respond_err(id.as_deref(), "compact", &wire_errors::from_core(&e))
                         .await;
                 }
             }

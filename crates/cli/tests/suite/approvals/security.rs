@@ -485,3 +485,29 @@ async fn a_database_moved_over_keels_own_is_refused_until_trusted() {
     assert!(mode.status.success(), "{}", mode.stderr);
     assert!(mode.stdout.contains("money_only"), "{}", mode.stdout);
 }
+
+#[tokio::test]
+async fn request_ids_are_echoed_exactly_as_sent() {
+    let env = Env::new().await;
+    let mut rpc = env.rpc(&[]).await;
+    for id in [
+        "123456789012345678901234567890",
+        "1e5",
+        "-0.0",
+        "1.50",
+        "\"s\"",
+        "{\"n\": [1, 2.50]}",
+    ] {
+        rpc.send_raw(&format!(r#"{{"id":{id},"type":"get_state"}}"#))
+            .await;
+        let line = rpc
+            .child
+            .wait_for_stdout(crate::suite::rpc::WAIT, |l| l.contains("\"get_state\""))
+            .await
+            .unwrap();
+        assert!(
+            line.starts_with(&format!(r#"{{"id":{id},"type":"response""#)),
+            "{id}: {line}"
+        );
+    }
+}
