@@ -154,6 +154,12 @@ mod tests {
             "cd .. && touch x",
             "cd sub && cd ../.. && echo x > y",
             "popd; touch x",
+            "git -C .. add x",
+            "git --work-tree=/tmp add x",
+            "tee -a ~/.profile < a.txt",
+            "install -D a.txt ../x/y",
+            "cp a.txt ~",
+            "sed -i s/a/b/ ../other.txt",
         ];
         for cmd in outside {
             let (a, e) = placed(cmd, &places);

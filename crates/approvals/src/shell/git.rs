@@ -17,6 +17,29 @@ use crate::class::Class;
 
 /// Judges `git ARGS`.
 pub(crate) fn judge(args: &[ShellWord]) -> Verdict {
+    let v = judge_in(args);
+    if v.class < Class::Write {
+        return v;
+    }
+    // A changing git command acts on the repository it is pointed at.
+    let words = statics(args);
+    let mut v = v;
+    for (i, w) in words.iter().enumerate() {
+        let dir = match *w {
+            "-C" | "--work-tree" => words.get(i + 1).copied(),
+            _ => w.strip_prefix("--work-tree="),
+        };
+        if let Some(dir) = dir {
+            v = v.writing(dir);
+        }
+        if !w.starts_with('-') && i > 0 && !matches!(words[i - 1], "-C" | "--work-tree") {
+            break;
+        }
+    }
+    v
+}
+
+fn judge_in(args: &[ShellWord]) -> Verdict {
     let mut i = 0;
     while i < args.len() {
         let Some(a) = args[i].as_static() else {
