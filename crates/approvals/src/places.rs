@@ -81,7 +81,9 @@ impl Places {
 /// part that does not exist yet is appended lexically. Symlink loops and
 /// unreadable folders leave the rest as written.
 pub fn resolve_real(path: &Path) -> PathBuf {
-    let path = keel_tools::normalize_path(path);
+    // `..` is applied by the kernel, after the symlink before it: resolve
+    // first, normalise only what does not exist.
+    let path = path.to_path_buf();
     if let Ok(real) = std::fs::canonicalize(&path) {
         return real;
     }
@@ -102,7 +104,7 @@ pub fn resolve_real(path: &Path) -> PathBuf {
                     if next != path && depth_ok(&rest) {
                         return resolve_real(&next);
                     }
-                    return path;
+                    return keel_tools::normalize_path(&path);
                 }
                 rest.push(name.to_owned());
             }
@@ -160,6 +162,8 @@ mod tests {
             places.locate(&dir.path().join("home/keel.db")).0,
             Place::Protected
         );
+        // The kernel applies `..` after the symlink before it.
+        assert_eq!(places.locate(&ws.join("link/../x")).0, Place::Outside);
         assert!(places.covers_protected(dir.path()));
         assert!(!places.covers_protected(&ws));
     }

@@ -91,13 +91,24 @@ pub(crate) fn place(analysis: &mut ShellAnalysis, places: &Places) -> bool {
 /// `word` as an absolute path from `here` (`None` when the folder is
 /// unknown and the word is relative).
 fn resolve(word: &str, here: Option<&Path>) -> Option<PathBuf> {
-    let absolute = word.starts_with('/') || word == "~" || word.starts_with("~/");
-    let base = match (absolute, here) {
-        (true, _) => Path::new("/"),
-        (false, Some(h)) => h,
-        (false, None) => return None,
-    };
-    keel_tools::resolve_path(base, word).ok()
+    if word.is_empty() || word.contains('\0') {
+        return None;
+    }
+    if word == "~" || word.starts_with("~/") {
+        return keel_tools::resolve_path(Path::new("/"), word).ok();
+    }
+    // Not normalised: the kernel applies `..` after following the symlink
+    // before it, and [`Places::locate`] resolves the same way.
+    match (word.starts_with('/'), here) {
+        (true, _) => Some(PathBuf::from(word)),
+        (false, Some(h)) => Some(h.join(word)),
+        (false, None) => None,
+    }
+}
+
+/// `cd`'s folder: bash's `cd` is logical (`..` taken off the text).
+fn resolve_logical(word: &str, here: Option<&Path>) -> Option<PathBuf> {
+    resolve(word, here).map(|p| keel_tools::normalize_path(&p))
 }
 
 /// The folder after `cd`/`pushd`/`popd`, when it can be known before running.
@@ -114,8 +125,8 @@ fn next_folder(program: Option<&str>, argv: &[ShellWord], here: Option<&Path>) -
         })
         .collect();
     match args.first() {
-        None => resolve("~", None),
-        Some(ShellWord::Static(s)) if s != "-" => resolve(s, here),
+        None => resolve_logical("~", None),
+        Some(ShellWord::Static(s)) if s != "-" => resolve_logical(s, here),
         Some(_) => None,
     }
 }
@@ -137,6 +148,8 @@ mod tests {
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(ws.join("sub")).unwrap();
         let home = dir.path().join("keelhome");
+        std::fs::create_dir_all(dir.path().join("elsewhere/sub")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere/sub"), ws.join("link")).unwrap();
         let places = Places::new(&ws).protecting(std::slice::from_ref(&home));
         let outside = [
             "echo hi >> ~/.bashrc",
@@ -160,6 +173,7 @@ mod tests {
             "install -D a.txt ../x/y",
             "cp a.txt ~",
             "sed -i s/a/b/ ../other.txt",
+            "echo x > link/../escaped",
         ];
         for cmd in outside {
             let (a, e) = placed(cmd, &places);
