@@ -242,6 +242,10 @@ pub struct ProviderConf {
 impl ProviderConf {
     /// The API key, read from the environment now.
     pub fn api_key(&self) -> Option<String> {
+        if let Some(name) = self.api_key_env.as_deref() {
+            // Whatever its name, the key's variable stays with keel.
+            keel_tools::child_env::treat_as_secret(name);
+        }
         self.api_key_env
             .as_deref()
             .and_then(|name| std::env::var(name).ok())

@@ -299,10 +299,20 @@ async fn run_one(
 }
 
 /// The secrets of keel's environment (provider keys, tokens, database
-/// passwords), read once per process.
-fn secrets() -> &'static keel_tools::Scrubber {
-    static SECRETS: std::sync::OnceLock<keel_tools::Scrubber> = std::sync::OnceLock::new();
-    SECRETS.get_or_init(keel_tools::Scrubber::from_env)
+/// passwords), read again only when a new secret variable is named.
+fn secrets() -> std::sync::Arc<keel_tools::Scrubber> {
+    type Cached = Option<(u64, std::sync::Arc<keel_tools::Scrubber>)>;
+    static SECRETS: std::sync::Mutex<Cached> = std::sync::Mutex::new(None);
+    let generation = keel_tools::child_env::secrets_generation();
+    let mut cached = SECRETS.lock().unwrap_or_else(|e| e.into_inner());
+    match &*cached {
+        Some((g, s)) if *g == generation => s.clone(),
+        _ => {
+            let s = std::sync::Arc::new(keel_tools::Scrubber::from_env());
+            *cached = Some((generation, s.clone()));
+            s
+        }
+    }
 }
 
 /// `result` with every known secret value replaced by `[redacted]`, before

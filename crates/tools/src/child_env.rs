@@ -27,6 +27,28 @@ pub const KEEL_SECRET_VARS: &[&str] = &[
     "KEEL_INBOX_TOKEN",
 ];
 
+/// Names registered at run time ([`treat_as_secret`]), and a count of
+/// registrations so caches know when to rebuild.
+static EXTRA_SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+static EXTRA_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Treats the variable `name` as a secret from now on (for example the
+/// `api_key_env` a provider's config names): it is dropped from child
+/// environments and its value is scrubbed from tool output.
+pub fn treat_as_secret(name: &str) {
+    let upper = name.to_ascii_uppercase();
+    let mut extra = EXTRA_SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    if !extra.contains(&upper) {
+        extra.push(upper);
+        EXTRA_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Changes whenever [`treat_as_secret`] adds a name.
+pub fn secrets_generation() -> u64 {
+    EXTRA_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Name fragments (upper case) that mark a variable as a secret.
 const SECRET_FRAGMENTS: &[&str] = &[
     "KEY",
@@ -126,7 +148,12 @@ const GIT_GUARDS: &[(&str, &str)] = &[
 /// Whether a variable looks like it holds a credential.
 pub fn looks_secret(name: &str, value: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    if KEEL_SECRET_VARS.contains(&upper.as_str()) {
+    if KEEL_SECRET_VARS.contains(&upper.as_str())
+        || EXTRA_SECRETS
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&upper)
+    {
         return true;
     }
     if SECRET_FRAGMENTS.iter().any(|f| upper.contains(f)) {
@@ -297,6 +324,9 @@ mod tests {
         );
         assert_eq!(s.scrub("abc /usr/bin:/bin"), None);
         assert!(glob_match("*_KEY", "my_key"));
+        assert!(!looks_secret("KEEL_TEST_CUSTOM_CRED_VAR", "v"));
+        treat_as_secret("keel_test_custom_cred_var");
+        assert!(looks_secret("KEEL_TEST_CUSTOM_CRED_VAR", "v"));
         assert!(!glob_match("A*B", "AC"));
     }
 }

@@ -511,3 +511,25 @@ async fn request_ids_are_echoed_exactly_as_sent() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_key_under_any_configured_name_stays_with_keel() {
+    let env = Env::new().await;
+    let secret = "custom-cred-value-0123456789";
+    env.mock.push_all([
+        call("c1", "bash", json!({"command": "echo \"[$TEAM_LLM_CRED]\"; tr '\\0' '\\n' < /proc/$PPID/environ | grep TEAM_LLM_CRED"})),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = Rpc::start(env.rpc_cmd().env("TEAM_LLM_CRED", secret).args([
+        "--api-key-env",
+        "TEAM_LLM_CRED",
+        "--approval-mode",
+        "money_only",
+    ]))
+    .await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    let text = result_text(&rpc.tool_end("c1").await);
+    assert_eq!(text.trim(), "[]\nTEAM_LLM_CRED=[redacted]", "{text}");
+    rpc.event("agent_end").await;
+    assert!(!serde_json::to_string(&rpc.frames).unwrap().contains(secret));
+}
