@@ -69,6 +69,7 @@ use crate::GlobalArgs;
 
 mod approvals;
 mod compaction;
+mod shell_env;
 pub use approvals::{ApprovalsSection, expiry_lines, store_line};
 pub use compaction::CompactionSection;
 
@@ -123,6 +124,9 @@ pub struct ConfigFile {
     /// expire.
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    /// `[shell_environment_policy]`: what commands' environments hold.
+    #[serde(default)]
+    pub shell_environment_policy: shell_env::ShellEnvSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -414,6 +418,7 @@ impl Settings {
         file.approvals
             .check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
+        keel_tools::child_env::configure(file.shell_environment_policy.policy());
         Ok(Settings {
             retry: file.retry.policy(),
             compaction: file.compaction.settings(),

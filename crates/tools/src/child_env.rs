@@ -80,7 +80,25 @@ pub struct EnvPolicy {
     pub set: BTreeMap<String, String>,
 }
 
+/// The policy this process configured ([`configure`]), else the default.
+static CONFIGURED: std::sync::RwLock<Option<EnvPolicy>> = std::sync::RwLock::new(None);
+
+/// Sets the policy of every command this process runs from now on (the
+/// CLI reads it from `[shell_environment_policy]` in `config.toml`).
+pub fn configure(policy: EnvPolicy) {
+    *CONFIGURED.write().unwrap_or_else(|e| e.into_inner()) = Some(policy);
+}
+
 impl EnvPolicy {
+    /// The configured policy ([`configure`]), else the default.
+    pub fn configured() -> EnvPolicy {
+        CONFIGURED
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+
     /// Whether a variable named `name` with `value` is dropped.
     pub fn drops(&self, name: &str, value: &str) -> bool {
         if self.include.iter().any(|p| glob_match(p, name)) {

@@ -47,7 +47,7 @@ impl Default for LocalProcessRunner {
         Self {
             shell: PathBuf::from("bash"),
             kill_grace: Duration::from_secs(1),
-            env: EnvPolicy::default(),
+            env: EnvPolicy::configured(),
         }
     }
 }

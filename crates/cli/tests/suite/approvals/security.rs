@@ -533,3 +533,27 @@ async fn a_key_under_any_configured_name_stays_with_keel() {
     rpc.event("agent_end").await;
     assert!(!serde_json::to_string(&rpc.frames).unwrap().contains(secret));
 }
+
+#[tokio::test]
+async fn the_shell_environment_policy_of_config_toml_applies() {
+    let env = Env::new().await;
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        "[shell_environment_policy]\nexclude = [\"keel_test_drop*\"]\ninclude = [\"KEEL_TEST_PASS_TOKEN\"]\nset = { KEEL_TEST_SET = \"on\" }\n",
+    )
+    .unwrap();
+    env.mock.push_all([
+        call("c1", "bash", json!({"command": "echo \"[$KEEL_TEST_DROP_ME][$KEEL_TEST_PASS_TOKEN][$KEEL_TEST_SET]\""})),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = Rpc::start(
+        env.rpc_cmd()
+            .env("KEEL_TEST_DROP_ME", "x")
+            .env("KEEL_TEST_PASS_TOKEN", "tok"),
+    )
+    .await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    let text = result_text(&rpc.tool_end("c1").await);
+    assert_eq!(text.trim(), "[][tok][on]", "{text}");
+    rpc.event("agent_end").await;
+}
