@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::super::Env;
 use super::WAIT;
-use super::net::Target;
+use super::net::{NetServer, Target};
 
 const TOKEN: &str = "keel-test-capability-token-0123456789";
 const SECRET: &str = "keel-test-jwt-secret-0123456789-abcdefghij";
@@ -43,13 +43,17 @@ fn now() -> i64 {
         .as_secs() as i64
 }
 
+/// `ws://127.0.0.1:0` with [`TOKEN`] in a token file.
+async fn loopback_server_with_token(env: &Env) -> NetServer {
+    let token = secret_file(env.home.path(), "token", &format!("{TOKEN}\n"));
+    env.net_server("ws://127.0.0.1:0", &["--ws-token-file", &token])
+        .await
+}
+
 #[tokio::test]
 async fn ws_auth_origin_and_health_endpoints() {
     let env = Env::new().await;
-    let token = secret_file(env.home.path(), "token", &format!("{TOKEN}\n"));
-    let server = env
-        .net_server("ws://127.0.0.1:0", &["--ws-token-file", &token])
-        .await;
+    let server = loopback_server_with_token(&env).await;
     let t = server.target.clone();
     assert!(matches!(t, Target::Tcp(a) if a.ip().is_loopback()));
 
@@ -563,10 +567,7 @@ async fn a_client_that_does_not_read_is_disconnected() {
 #[tokio::test]
 async fn idle_unauthenticated_sockets_do_not_starve_health_or_clients() {
     let env = Env::new().await;
-    let token = secret_file(env.home.path(), "token", &format!("{TOKEN}\n"));
-    let server = env
-        .net_server("ws://127.0.0.1:0", &["--ws-token-file", &token])
-        .await;
+    let server = loopback_server_with_token(&env).await;
     let t = server.target.clone();
     let Target::Tcp(addr) = t.clone() else {
         panic!("not tcp")
