@@ -29,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::rpc_error::RpcError;
 
+/// Limit on one frame written to a client, the same on every transport.
+use keel_jsonl::MAX_OUT_FRAME_BYTES;
+
 /// Frames waiting to be written to one connection.
 pub const OUTBOUND_QUEUE_CAPACITY: usize = 1024;
 
@@ -98,13 +101,37 @@ impl Connection {
     }
 
     async fn send<T: Serialize>(&self, frame: &T) -> bool {
+        match self.try_send(frame).await {
+            Ok(sent) => sent,
+            Err(len) => {
+                tracing::error!(
+                    connection = self.id,
+                    len,
+                    max = MAX_OUT_FRAME_BYTES,
+                    "dropping a frame that is too large to write"
+                );
+                false
+            }
+        }
+    }
+
+    /// [`Self::send`], or `Err(len)` when the frame is over
+    /// [`MAX_OUT_FRAME_BYTES`] (nothing was queued).
+    async fn try_send<T: Serialize>(&self, frame: &T) -> Result<bool, usize> {
         let bytes = match serde_json::to_vec(frame) {
             Ok(b) => b,
             Err(e) => {
                 tracing::error!(error = %e, "cannot serialise an outbound frame");
-                return false;
+                return Ok(false);
             }
         };
+        if bytes.len() > MAX_OUT_FRAME_BYTES {
+            return Err(bytes.len());
+        }
+        Ok(self.queue(bytes).await)
+    }
+
+    async fn queue(&self, bytes: Vec<u8>) -> bool {
         if self.closed.is_cancelled() {
             return false;
         }
@@ -127,8 +154,24 @@ impl Connection {
         }
     }
 
+    /// Sends a result; one over [`MAX_OUT_FRAME_BYTES`] is answered with
+    /// an internal error naming its size instead.
     pub async fn respond(&self, id: RequestId, result: Value) -> bool {
-        self.send(&ResponseFrame { id, result }).await
+        match self
+            .try_send(&ResponseFrame {
+                id: id.clone(),
+                result,
+            })
+            .await
+        {
+            Ok(sent) => sent,
+            Err(len) => {
+                let error = RpcError::internal(format!(
+                    "the response is {len} bytes, over the limit of {MAX_OUT_FRAME_BYTES} bytes on one frame; nothing was written"
+                ));
+                self.respond_error(Some(id), &error).await
+            }
+        }
     }
 
     pub async fn respond_error(&self, id: Option<RequestId>, error: &RpcError) -> bool {

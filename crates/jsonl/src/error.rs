@@ -6,6 +6,10 @@ pub enum Error {
     /// A line was longer than the limit; it was skipped up to its end.
     #[error("frame of {len} bytes exceeds the maximum frame size of {max} bytes")]
     Oversize { len: usize, max: usize },
+    /// A frame to write was longer than [`crate::MAX_OUT_FRAME_BYTES`]; it
+    /// was not written.
+    #[error("an outgoing frame of {len} bytes exceeds the limit of {max} bytes on one frame")]
+    OversizeOut { len: usize, max: usize },
     /// Reading or writing the underlying stream failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),

@@ -12,7 +12,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{Error, Result, WRITE_CHANNEL_CAPACITY};
+use crate::{Error, MAX_OUT_FRAME_BYTES, Result, WRITE_CHANNEL_CAPACITY};
 
 /// A burst is written once it holds this many bytes.
 const BURST_BYTES: usize = 64 * 1024;
@@ -36,9 +36,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
 
     /// Writes one frame (its LF is added). Does not flush.
     pub async fn write_frame(&mut self, frame: &[u8]) -> Result<()> {
-        if frame.contains(&b'\n') {
-            return Err(Error::EmbeddedNewline);
-        }
+        check_frame(frame)?;
         self.queue(frame);
         self.write_queued().await
     }
@@ -73,6 +71,20 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
+/// Refuses a frame with a line break or over [`MAX_OUT_FRAME_BYTES`].
+fn check_frame(frame: &[u8]) -> Result<()> {
+    if frame.len() > MAX_OUT_FRAME_BYTES {
+        return Err(Error::OversizeOut {
+            len: frame.len(),
+            max: MAX_OUT_FRAME_BYTES,
+        });
+    }
+    if frame.contains(&b'\n') {
+        return Err(Error::EmbeddedNewline);
+    }
+    Ok(())
+}
+
 /// A cloneable handle that queues frames for the writer task.
 #[derive(Clone, Debug)]
 pub struct FrameSender {
@@ -89,9 +101,7 @@ impl FrameSender {
 
     /// Queues one frame's bytes (without the LF).
     pub async fn send_bytes(&self, frame: Vec<u8>) -> Result<()> {
-        if frame.contains(&b'\n') {
-            return Err(Error::EmbeddedNewline);
-        }
+        check_frame(&frame)?;
         self.tx.send(frame).await.map_err(|_| Error::WriterClosed)
     }
 }
@@ -144,6 +154,26 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(s, "{\"a\":\"x\\ny\"}\n[1,2]\n");
+    }
+
+    #[tokio::test]
+    async fn refuses_an_oversize_frame_and_goes_on() {
+        let (w, mut r) = tokio::io::duplex(1024);
+        let (sender, task) = spawn_writer(w);
+        let big = vec![b'a'; MAX_OUT_FRAME_BYTES + 1];
+        let err = sender.send_bytes(big).await.unwrap_err();
+        assert!(
+            matches!(err, Error::OversizeOut { len, max } if len == max + 1),
+            "{err}"
+        );
+        sender.send_bytes(b"{}".to_vec()).await.unwrap();
+        drop(sender);
+        task.await.unwrap().unwrap();
+        let mut s = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut r, &mut s)
+            .await
+            .unwrap();
+        assert_eq!(s, "{}\n");
     }
 
     #[tokio::test]

@@ -87,6 +87,9 @@ pub(crate) struct UiRequest<'a> {
 
 /// The handle on the writer task. Sending never fails from the caller's
 /// point of view: once the output is gone, frames are dropped (and logged).
+/// A frame over [`keel_jsonl::MAX_OUT_FRAME_BYTES`] is never written: a
+/// response is answered with an error naming the size instead, any other
+/// frame is dropped and logged at error level.
 #[derive(Clone, Debug)]
 pub(crate) struct Out {
     sender: FrameSender,
@@ -98,21 +101,28 @@ impl Out {
     }
 
     pub async fn send<T: Serialize + ?Sized>(&self, frame: &T) {
-        if let Err(e) = self.sender.send_json(frame).await {
-            tracing::debug!(error = %e, "dropping a frame: the output is closed");
-        }
+        log_unsent(self.sender.send_json(frame).await);
     }
 
     pub async fn respond_ok(&self, id: Option<&WireId>, command: &str, data: Option<Value>) {
-        self.send(&Response {
-            id,
-            kind: "response",
-            command,
-            success: true,
-            data,
-            error: None,
-        })
-        .await;
+        let sent = self
+            .sender
+            .send_json(&Response {
+                id,
+                kind: "response",
+                command,
+                success: true,
+                data,
+                error: None,
+            })
+            .await;
+        match sent {
+            Err(keel_jsonl::Error::OversizeOut { len, max }) => {
+                let error = crate::wire_errors::response_too_large(command, len, max);
+                self.respond_err(id, command, &error).await;
+            }
+            other => log_unsent(other),
+        }
     }
 
     pub async fn respond_err(&self, id: Option<&WireId>, command: &str, error: &WireError) {
@@ -125,6 +135,16 @@ impl Out {
             error: Some(error.to_value()),
         })
         .await;
+    }
+}
+
+fn log_unsent(sent: keel_jsonl::Result<()>) {
+    match sent {
+        Ok(()) => {}
+        Err(e @ keel_jsonl::Error::OversizeOut { .. }) => {
+            tracing::error!(error = %e, "dropping a frame that is too large to write");
+        }
+        Err(e) => tracing::debug!(error = %e, "dropping a frame: the output is closed"),
     }
 }
 

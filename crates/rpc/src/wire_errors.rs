@@ -47,6 +47,12 @@ pub(crate) fn frame_too_large(len: usize, max: usize) -> WireError {
     ))
 }
 
+pub(crate) fn response_too_large(command: &str, len: usize, max: usize) -> WireError {
+    WireError::text(format!(
+        "The {command} response is {len} bytes, over the limit of {max} bytes on one frame; nothing was written"
+    ))
+}
+
 pub(crate) fn invalid_params(command: &str, detail: &str) -> WireError {
     WireError::text(format!("Invalid {command} command: {detail}"))
 }

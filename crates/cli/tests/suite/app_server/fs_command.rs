@@ -266,3 +266,33 @@ async fn fs_refuses_devices_and_fifos_and_keeps_serving() {
         .await;
     assert_eq!(m["isDirectory"], true);
 }
+
+/// A response larger than the limit on one outgoing frame (64 MiB) is
+/// answered with an error naming its size, and the server goes on.
+#[tokio::test]
+async fn a_response_over_the_frame_limit_is_an_error_and_serving_goes_on() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let big = env.ws().join("big.bin");
+    // 60 MiB (sparse): under the 128 MiB read cap, 80 MiB as base64.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(60 * 1024 * 1024)
+        .unwrap();
+    let e = s
+        .err("fs/readFile", json!({"path": big.display().to_string()}))
+        .await;
+    assert_eq!(e["code"], -32603, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("over the limit of 67108864 bytes on one frame"),
+        "{e}"
+    );
+    let small = env.ws().join("small.txt");
+    std::fs::write(&small, "ok").unwrap();
+    let r = s
+        .ok("fs/readFile", json!({"path": small.display().to_string()}))
+        .await;
+    assert_eq!(r["dataBase64"], b64("ok"));
+    s.close().await;
+}
