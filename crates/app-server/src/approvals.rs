@@ -254,6 +254,7 @@ fn call_context(call: &ToolCallInfo) -> CallContext {
             _ => ToolOrigin::Builtin,
         },
         unattended: false,
+        write_target: call.write_target.clone(),
     }
 }
 

@@ -193,6 +193,19 @@ pub fn classify_in(
     origin: ToolOrigin,
     places: &Places,
 ) -> Classification {
+    classify_judged(tool, args, origin, places, None)
+}
+
+/// [`classify_in`] for a call whose written file the caller already
+/// resolved (`write_target`, physical): that file is classed, not the
+/// `path` argument resolved again.
+pub fn classify_judged(
+    tool: &str,
+    args: &Value,
+    origin: ToolOrigin,
+    places: &Places,
+    write_target: Option<&Path>,
+) -> Classification {
     let base = |class: Class, reason: String| Classification {
         tool: tool.to_owned(),
         class,
@@ -220,7 +233,9 @@ pub fn classify_in(
         ToolOrigin::Builtin => match BUILTIN_TOOLS.iter().find(|(n, _)| *n == tool) {
             None => base(Class::Send, format!("`{tool}` is not a known tool")),
             Some((_, BuiltinKind::Read)) => base(Class::Read, format!("`{tool}` only reads")),
-            Some((_, BuiltinKind::WritesPath)) => classify_path_write(tool, args, places),
+            Some((_, BuiltinKind::WritesPath)) => {
+                classify_path_write(tool, args, places, write_target)
+            }
             Some((_, BuiltinKind::Shell)) => {
                 let Some(command) = args.get("command").and_then(Value::as_str) else {
                     let mut c = base(Class::Send, "the shell call has no command".to_owned());
@@ -243,7 +258,12 @@ pub fn classify_in(
     }
 }
 
-fn classify_path_write(tool: &str, args: &Value, places: &Places) -> Classification {
+fn classify_path_write(
+    tool: &str,
+    args: &Value,
+    places: &Places,
+    write_target: Option<&Path>,
+) -> Classification {
     let cwd = places.workspace.as_path();
     let mut c = Classification {
         tool: tool.to_owned(),
@@ -262,7 +282,10 @@ fn classify_path_write(tool: &str, args: &Value, places: &Places) -> Classificat
         c.reason = format!("`{tool}` changes a file (unusable path {raw:?})");
         return c;
     };
-    let (place, real) = places.locate(&absolute);
+    let (place, real) = match write_target {
+        Some(real) => (places.place_of(real), real.to_path_buf()),
+        None => places.locate(&absolute),
+    };
     let relative = match &place {
         Place::Inside(rel) => Some(rel.clone()),
         Place::Outside | Place::Protected => None,

@@ -64,10 +64,11 @@ mod shell_places;
 pub mod store;
 
 pub use card::{PendingRequest, messages};
-pub use class::{Class, Classification, ToolOrigin, classify, classify_in};
+pub use class::{Class, Classification, ToolOrigin, classify, classify_in, classify_judged};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
     ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,
+    call_digest,
 };
 pub use error::{Error, Result};
 pub use mode::Mode;

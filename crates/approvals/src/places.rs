@@ -9,7 +9,7 @@
 //! path that does not exist yet is resolved through its deepest existing
 //! ancestor. It must not know about modes, rules or the store.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The places a classification needs to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,7 +51,12 @@ impl Places {
     /// resolved form.
     pub fn locate(&self, path: &Path) -> (Place, PathBuf) {
         let real = resolve_real(path);
-        let place = if self.protected.iter().any(|p| real.starts_with(p)) {
+        (self.place_of(&real), real)
+    }
+
+    /// Where the already resolved `real` lies.
+    pub fn place_of(&self, real: &Path) -> Place {
+        if self.protected.iter().any(|p| real.starts_with(p)) {
             Place::Protected
         } else if let Ok(rel) = real.strip_prefix(&self.workspace) {
             Place::Inside(
@@ -62,8 +67,7 @@ impl Places {
             )
         } else {
             Place::Outside
-        };
-        (place, real)
+        }
     }
 
     /// Whether any protected root lies at or under `path` (a command
@@ -76,61 +80,9 @@ impl Places {
     }
 }
 
-/// `path` with every existing symlink followed (the final component
-/// included) and `..` applied after each step, as the kernel would; the
-/// part that does not exist yet is appended lexically. Symlink loops and
-/// unreadable folders leave the rest as written.
+/// `path` resolved as the kernel would (see [`keel_tools::physical_path`]).
 pub fn resolve_real(path: &Path) -> PathBuf {
-    // `..` is applied by the kernel, after the symlink before it: resolve
-    // first, normalise only what does not exist.
-    let path = path.to_path_buf();
-    if let Ok(real) = std::fs::canonicalize(&path) {
-        return real;
-    }
-    // Walk up to the deepest ancestor that resolves.
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    let mut cur = path.clone();
-    loop {
-        match cur.file_name() {
-            Some(name) => {
-                // A dangling symlink as the last existing step: follow its
-                // target, which is where a write would land.
-                if let Ok(target) = std::fs::read_link(&cur) {
-                    let parent = cur.parent().map(Path::to_path_buf).unwrap_or_default();
-                    let mut next = keel_tools::normalize_path(&parent.join(target));
-                    for r in rest.iter().rev() {
-                        next.push(r);
-                    }
-                    if next != path && depth_ok(&rest) {
-                        return resolve_real(&next);
-                    }
-                    return keel_tools::normalize_path(&path);
-                }
-                rest.push(name.to_owned());
-            }
-            None => return path,
-        }
-        let Some(parent) = cur.parent() else {
-            return path;
-        };
-        cur = parent.to_path_buf();
-        if let Ok(mut real) = std::fs::canonicalize(&cur) {
-            for r in rest.iter().rev() {
-                real.push(r);
-            }
-            return real;
-        }
-        if matches!(
-            cur.components().next_back(),
-            Some(Component::RootDir) | None
-        ) {
-            return path;
-        }
-    }
-}
-
-fn depth_ok(rest: &[std::ffi::OsString]) -> bool {
-    rest.len() < 64
+    keel_tools::physical_path(path)
 }
 
 #[cfg(test)]

@@ -347,6 +347,7 @@ mod tests {
             args: serde_json::json!({ "command": command }),
             origin: Default::default(),
             unattended: false,
+            write_target: None,
         };
         let held = |outcome: GateOutcome| match outcome {
             GateOutcome::Held { request } => request,

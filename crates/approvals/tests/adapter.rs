@@ -57,6 +57,7 @@ impl ApprovalGate for EngineGate {
                 None => ToolOrigin::Builtin,
             },
             unattended: self.unattended,
+            write_target: None,
         };
         match self.engine.gate(&ctx, &self.cancel).await {
             GateOutcome::Allow { .. } => GateDecision::Allow,

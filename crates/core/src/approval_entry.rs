@@ -163,6 +163,7 @@ mod tests {
             tool_name: "bash".into(),
             args: json!({ "command": command }),
             cwd: std::env::temp_dir(),
+            write_target: None,
         }
     }
 
@@ -176,6 +177,7 @@ mod tests {
             args: c.args.clone(),
             origin: Default::default(),
             unattended: false,
+            write_target: None,
         }
     }
 

@@ -22,6 +22,9 @@ pub struct ToolCallInfo {
     pub tool_name: String,
     pub args: Value,
     pub cwd: PathBuf,
+    /// The physical file the call writes (`Tool::write_target`), resolved
+    /// once: the gate judges it and the tool writes exactly there.
+    pub write_target: Option<PathBuf>,
 }
 
 /// What the gate decided about a call.

@@ -170,6 +170,7 @@ impl EngineGate {
                 None => ToolOrigin::Builtin,
             },
             unattended: frontend.unattended(),
+            write_target: call.write_target.clone(),
         }
     }
 

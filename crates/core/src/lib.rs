@@ -25,6 +25,7 @@ mod assemble;
 pub mod compaction;
 mod config;
 mod deps;
+mod drafts;
 mod engine_gate;
 mod error;
 mod history;
@@ -47,6 +48,7 @@ pub use deps::{
     AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, Recovery, SessionLog,
     SystemClock, ToolCallInfo,
 };
+pub use drafts::send_draft;
 pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, recover_from, workspace_key,
 };

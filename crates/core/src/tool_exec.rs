@@ -159,13 +159,23 @@ async fn recovered(
 }
 
 fn call_info(ctx: &RunCtx, id: &str, name: &str, args: &Value) -> ToolCallInfo {
-    let s = lock(&ctx.shared);
+    let (session_id, cwd, tool) = {
+        let s = lock(&ctx.shared);
+        (
+            s.config.session_id.clone(),
+            s.config.cwd.clone(),
+            s.tools.iter().find(|t| t.name() == name).cloned(),
+        )
+    };
+    // Resolved once, here: the gate judges this file and the tool writes it.
+    let write_target = tool.and_then(|t| t.write_target(&cwd, args));
     ToolCallInfo {
-        session_id: s.config.session_id.clone(),
+        session_id,
         call_id: id.to_owned(),
         tool_name: name.to_owned(),
         args: args.clone(),
-        cwd: s.config.cwd.clone(),
+        cwd,
+        write_target,
     }
 }
 
@@ -266,6 +276,7 @@ async fn run_one(
         cancel: tool_cancel.clone(),
         updates,
         scratch_dir,
+        write_target: info.write_target.clone(),
     };
     let exec = tool.execute(&tool_ctx, args.clone());
     tokio::pin!(exec);

@@ -362,34 +362,19 @@ impl Server {
         let snapshot = self.handle().snapshot();
         let scratch = self.handle().scratch_dir();
         let id = id.to_owned();
+        let ctx = ToolContext {
+            call_id: String::new(),
+            cwd: snapshot.cwd.clone(),
+            fs,
+            process,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            updates: noop_updates(),
+            scratch_dir: scratch,
+            write_target: None,
+        };
         tokio::spawn(async move {
-            let row = match engine.claim_draft(&id).await {
-                Ok(row) => row,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot send the draft");
-                    return;
-                }
-            };
-            let (text, is_error) = match tools.iter().find(|t| t.name() == row.tool) {
-                None => (format!("Tool {} not found", row.tool), true),
-                Some(tool) => {
-                    let ctx = ToolContext {
-                        call_id: row.call_id.clone(),
-                        cwd: snapshot.cwd.clone(),
-                        fs,
-                        process,
-                        cancel: tokio_util::sync::CancellationToken::new(),
-                        updates: noop_updates(),
-                        scratch_dir: scratch,
-                    };
-                    match tool.execute(&ctx, row.args.clone()).await {
-                        Ok(out) => (out.text(), out.is_error),
-                        Err(e) => (e.to_string(), true),
-                    }
-                }
-            };
-            if let Err(e) = engine.finish(&id, Some(text), is_error).await {
-                tracing::error!(error = %e, "recording a sent draft's outcome failed");
+            if let Err(e) = keel_core::send_draft(&engine, &id, &tools, ctx).await {
+                tracing::warn!(error = %e, "cannot send the draft");
             }
         });
         true

@@ -511,6 +511,9 @@ impl Tool for Guarded {
     fn parameters(&self) -> Value {
         self.inner.parameters()
     }
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
+        self.inner.write_target(cwd, args)
+    }
     async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
         let action = action_of(self.inner.name(), &args, self.host_scheme.as_ref());
         if let Err(e) = self.policy.check_tool(&action, self.inner.name()) {

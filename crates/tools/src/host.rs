@@ -149,6 +149,16 @@ impl Tool for HostUriTool {
     fn parameters(&self) -> Value {
         self.inner.parameters()
     }
+    /// The wrapped tool's file, unless the path is a host URI (the host
+    /// writes that, not the file system).
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
+        let path = args.get("path").and_then(Value::as_str)?;
+        let hosted = uri_scheme(path.trim()).is_some_and(|s| self.resolver.scheme(&s).is_some());
+        if hosted {
+            return None;
+        }
+        self.inner.write_target(cwd, args)
+    }
 
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput> {
         let url = args

@@ -34,7 +34,7 @@ pub use builtins::{
 };
 pub use child_env::{EnvPolicy, Scrubber};
 pub use error::{Error, Result};
-pub use path::{display_relative, normalize_path, resolve_path};
+pub use path::{display_relative, normalize_path, physical_path, resolve_path};
 
 /// Receives partial results while a tool runs (for example streamed shell output).
 pub type UpdateSink = Arc<dyn Fn(ToolResult) + Send + Sync>;
@@ -54,6 +54,11 @@ pub struct ToolContext {
     pub updates: UpdateSink,
     /// Where full outputs that were truncated are saved.
     pub scratch_dir: PathBuf,
+    /// The physical file this call writes, as [`Tool::write_target`] named
+    /// it when the call was judged: the tool writes exactly there with
+    /// [`FileSystem::write_judged`] (no symlink followed). `None`: the
+    /// tool resolves its path itself (calls run outside a session).
+    pub write_target: Option<PathBuf>,
 }
 
 impl ToolContext {
@@ -69,6 +74,7 @@ impl ToolContext {
             cancel,
             updates: noop_updates(),
             scratch_dir: std::env::temp_dir().join(format!("keel-tools-{}", std::process::id())),
+            write_target: None,
         }
     }
 
@@ -150,6 +156,16 @@ pub trait Tool: Send + Sync {
             description: self.description().to_owned(),
             parameters: self.parameters(),
         }
+    }
+    /// The one file this call would write, resolved to where it lands
+    /// (`..`, `~` and every existing symlink followed, see
+    /// [`physical_path`]). The loop asks before the approval gate judges
+    /// the call, hands it to the gate, and puts it in
+    /// [`ToolContext::write_target`], so what is judged is what is written.
+    /// `None` (the default) for tools that write no single file.
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<PathBuf> {
+        let _ = (cwd, args);
+        None
     }
     /// Runs the tool. Bad arguments and failures the model should see are
     /// returned as `Ok` with `is_error: true` or as `Err`, which the caller

@@ -97,6 +97,63 @@ fn home_dir() -> Result<PathBuf> {
     }
 }
 
+/// `path` with every existing symlink followed (the final component
+/// included) and `..` applied after each step, as the kernel would; the
+/// part that does not exist yet is appended lexically. Symlink loops and
+/// unreadable folders leave the rest as written.
+pub fn physical_path(path: &Path) -> PathBuf {
+    // `..` is applied by the kernel, after the symlink before it: resolve
+    // first, normalise only what does not exist.
+    let path = path.to_path_buf();
+    if let Ok(real) = std::fs::canonicalize(&path) {
+        return real;
+    }
+    // Walk up to the deepest ancestor that resolves.
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut cur = path.clone();
+    loop {
+        match cur.file_name() {
+            Some(name) => {
+                // A dangling symlink as the last existing step: follow its
+                // target, which is where a write would land.
+                if let Ok(target) = std::fs::read_link(&cur) {
+                    let parent = cur.parent().map(Path::to_path_buf).unwrap_or_default();
+                    let mut next = normalize_path(&parent.join(target));
+                    for r in rest.iter().rev() {
+                        next.push(r);
+                    }
+                    if next != path && depth_ok(&rest) {
+                        return physical_path(&next);
+                    }
+                    return normalize_path(&path);
+                }
+                rest.push(name.to_owned());
+            }
+            None => return path,
+        }
+        let Some(parent) = cur.parent() else {
+            return path;
+        };
+        cur = parent.to_path_buf();
+        if let Ok(mut real) = std::fs::canonicalize(&cur) {
+            for r in rest.iter().rev() {
+                real.push(r);
+            }
+            return real;
+        }
+        if matches!(
+            cur.components().next_back(),
+            Some(Component::RootDir) | None
+        ) {
+            return path;
+        }
+    }
+}
+
+fn depth_ok(rest: &[std::ffi::OsString]) -> bool {
+    rest.len() < 64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

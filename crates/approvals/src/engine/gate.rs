@@ -11,9 +11,9 @@
 
 use tokio_util::sync::CancellationToken;
 
-use super::{ApprovalEngine, CallContext, GateOutcome, Resolution, digest};
+use super::{ApprovalEngine, CallContext, GateOutcome, Resolution};
 use crate::card::{PendingRequest, messages};
-use crate::class::{Class, Classification, classify_in};
+use crate::class::{Class, Classification, classify_judged};
 use crate::error::Result;
 use crate::mode::Mode;
 use crate::places::Places;
@@ -170,8 +170,14 @@ impl ApprovalEngine {
     /// The decision order under `mode` (the effective mode when `None`).
     pub async fn evaluate_in(&self, call: &CallContext, mode: Option<Mode>) -> Result<GateOutcome> {
         let places = Places::new(&call.cwd).protecting(&self.inner.config.protected);
-        let c = classify_in(&call.tool_name, &call.args, call.origin, &places);
-        let digest = digest(&call.tool_name, &call.args);
+        let c = classify_judged(
+            &call.tool_name,
+            &call.args,
+            call.origin,
+            &places,
+            call.write_target.as_deref(),
+        );
+        let digest = call.digest();
         if let Some(row) = self
             .inner
             .store
@@ -294,7 +300,7 @@ impl ApprovalEngine {
     /// arguments, workspace), if any: what a turn resumed after a restart
     /// looks at before it decides whether the call may run again.
     pub async fn row_for_call(&self, call: &CallContext) -> Result<Option<ApprovalRecord>> {
-        let digest = digest(&call.tool_name, &call.args);
+        let digest = call.digest();
         Ok(self
             .inner
             .store

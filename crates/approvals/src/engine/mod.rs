@@ -94,6 +94,30 @@ pub struct CallContext {
     /// No one is there to answer: a held call becomes a draft.
     #[serde(default)]
     pub unattended: bool,
+    /// The physical file a file-writing call lands on, resolved once by the
+    /// caller (who then writes exactly there): classed instead of resolving
+    /// the `path` argument again, and part of the call's digest, so an
+    /// approval covers that file and no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_target: Option<PathBuf>,
+}
+
+impl CallContext {
+    /// The stable digest a stored request is matched by: tool, arguments
+    /// and, for a file-writing call, the physical file it lands on (a
+    /// symlink changed since the request was stored makes it a new call).
+    pub fn digest(&self) -> String {
+        call_digest(&self.tool_name, &self.args, self.write_target.as_deref())
+    }
+}
+
+/// The digest a stored request of this call carries ([`CallContext::digest`]):
+/// a draft sent later compares it to know it writes the file it was judged on.
+pub fn call_digest(tool: &str, args: &Value, write_target: Option<&std::path::Path>) -> String {
+    match write_target {
+        Some(target) => digest_with(tool, args, &target.to_string_lossy()),
+        None => digest(tool, args),
+    }
 }
 
 /// What the gate says about a call.
@@ -526,6 +550,11 @@ impl ApprovalEngine {
 
 /// A stable digest of a call (tool + arguments with keys sorted).
 pub(crate) fn digest(tool: &str, args: &Value) -> String {
+    digest_with(tool, args, "")
+}
+
+/// [`digest`] with `extra` text after the arguments (none when empty).
+fn digest_with(tool: &str, args: &Value, extra: &str) -> String {
     fn canonical(v: &Value, out: &mut String) {
         match v {
             Value::Object(map) => {
@@ -560,6 +589,10 @@ pub(crate) fn digest(tool: &str, args: &Value) -> String {
     let mut text = String::from(tool);
     text.push('\n');
     canonical(args, &mut text);
+    if !extra.is_empty() {
+        text.push('\n');
+        text.push_str(extra);
+    }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {
         hash ^= u64::from(b);

@@ -376,19 +376,13 @@ async fn send_draft(
     row: &ApprovalRecord,
     json: bool,
 ) -> anyhow::Result<()> {
-    let row = engine.claim_draft(&row.id).await?;
     let tools = builtin_tools();
-    let Some(tool) = tools.iter().find(|t| t.name() == row.tool) else {
+    if !tools.iter().any(|t| t.name() == row.tool) {
         bail!("`{}` is not a built-in tool", row.tool);
-    };
+    }
     let cwd = Path::new(&row.workspace);
-    let mut ctx = ToolContext::local(cwd, CancellationToken::new());
-    ctx.call_id = row.call_id.clone();
-    let (text, is_error) = match tool.execute(&ctx, row.args.clone()).await {
-        Ok(out) => (out.text(), out.is_error),
-        Err(e) => (e.to_string(), true),
-    };
-    engine.finish(&row.id, Some(text.clone()), is_error).await?;
+    let ctx = ToolContext::local(cwd, CancellationToken::new());
+    let (text, is_error) = keel_core::send_draft(engine, &row.id, &tools, ctx).await?;
     if !json {
         let how = if is_error { "failed" } else { "ran" };
         println!("sent {}: `{}` {how}\n{text}", row.id, row.tool);

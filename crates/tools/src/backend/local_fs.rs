@@ -64,6 +64,14 @@ impl FileSystem for LocalFileSystem {
         result
     }
 
+    async fn write_judged(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let (target, contents) = (path.to_path_buf(), contents.to_vec());
+        tokio::task::spawn_blocking(move || super::pinned::write_no_follow(&target, &contents))
+            .await
+            .map_err(|e| Error::Failed(format!("file write failed: {e}")))?
+            .map_err(|e| Error::io(path, e))
+    }
+
     async fn metadata(&self, path: &Path) -> Result<Metadata> {
         let meta = tokio::fs::metadata(path)
             .await

@@ -11,6 +11,7 @@
 mod glob;
 mod local_fs;
 mod local_process;
+mod pinned;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -85,6 +86,11 @@ pub trait FileSystem: Send + Sync {
     /// Writes a whole file, creating parent directories. Local implementations
     /// replace the file atomically.
     async fn write(&self, path: &Path, contents: &[u8]) -> Result<()>;
+    /// Writes a whole file at the *physical* `path` the approval gate
+    /// judged (every symlink already resolved), following no symlink on
+    /// the way: a folder or the final name that became a symlink since
+    /// fails the write. Missing parent directories are created.
+    async fn write_judged(&self, path: &Path, contents: &[u8]) -> Result<()>;
     /// Metadata of a path, following symlinks.
     async fn metadata(&self, path: &Path) -> Result<Metadata>;
     /// Entries of a directory, in no particular order, without `.`/`..`.

@@ -98,6 +98,10 @@ impl Tool for EditTool {
         })
     }
 
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
+        super::path_write_target(cwd, args)
+    }
+
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput> {
         let args: Args = parse_args("edit", args)?;
         let (edits, single) = match (args.edits, args.old_text, args.new_text) {
@@ -131,7 +135,7 @@ impl Tool for EditTool {
         if meta.is_dir {
             return Err(Error::IsADirectory { path });
         }
-        let bytes = ctx.fs.read(&path).await?;
+        let bytes = ctx.fs.read(super::judged_or(ctx, &path)).await?;
         let raw = String::from_utf8(bytes).map_err(|_| {
             Error::Failed(format!(
                 "Cannot edit {display}: it is not valid UTF-8 text."
@@ -171,7 +175,7 @@ impl Tool for EditTool {
         } else {
             out.push_str(&updated);
         }
-        ctx.fs.write(&path, out.as_bytes()).await?;
+        super::write_file(ctx, &path, out.as_bytes()).await?;
 
         let diff = TextDiff::from_lines(&original, &updated)
             .unified_diff()

@@ -16,14 +16,15 @@ mod ls;
 mod read;
 mod write;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::Tool;
 use crate::error::{Error, Result};
+use crate::{Tool, ToolContext};
 
 pub use bash::BashTool;
 pub use edit::EditTool;
@@ -45,6 +46,30 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(FindTool),
         Arc::new(LsTool),
     ]
+}
+
+/// Where the `path` argument of a file-writing call lands (for
+/// [`Tool::write_target`]): resolved against `cwd`, then physically.
+pub(crate) fn path_write_target(cwd: &Path, args: &Value) -> Option<PathBuf> {
+    let raw = args.get("path")?.as_str()?;
+    crate::path::resolve_path(cwd, raw)
+        .ok()
+        .map(|p| crate::path::physical_path(&p))
+}
+
+/// The file a writing tool reads and writes: the judged target when the
+/// loop gave one, else `path`.
+pub(crate) fn judged_or<'a>(ctx: &'a ToolContext, path: &'a Path) -> &'a Path {
+    ctx.write_target.as_deref().unwrap_or(path)
+}
+
+/// Writes `contents`: exactly at the judged target (no symlink followed)
+/// when the loop gave one, else at `path`.
+pub(crate) async fn write_file(ctx: &ToolContext, path: &Path, contents: &[u8]) -> Result<()> {
+    match &ctx.write_target {
+        Some(target) => ctx.fs.write_judged(target, contents).await,
+        None => ctx.fs.write(path, contents).await,
+    }
 }
 
 /// Deserialises a tool's arguments, naming the offending field on failure.

@@ -54,6 +54,10 @@ impl Tool for WriteTool {
         })
     }
 
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
+        super::path_write_target(cwd, args)
+    }
+
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput> {
         let args: Args = parse_args("write", args)?;
         let path = resolve_path(&ctx.cwd, &args.path)?;
@@ -64,7 +68,7 @@ impl Tool for WriteTool {
         }
         check_cancel(ctx)?;
         let bytes = args.content.len();
-        ctx.fs.write(&path, args.content.as_bytes()).await?;
+        super::write_file(ctx, &path, args.content.as_bytes()).await?;
         Ok(ToolOutput::success(ToolResult {
             content: vec![keel_protocol::ContentBlock::text(format!(
                 "Wrote {bytes} bytes to {}",

@@ -80,6 +80,7 @@ fn call(call_id: &str, tool: &str, args: Value) -> CallContext {
         args,
         origin: ToolOrigin::Builtin,
         unattended: false,
+        write_target: None,
     }
 }
 

@@ -407,3 +407,37 @@ async fn a_thread_resumes_in_a_new_process() {
     assert_eq!(r["status"], "unsubscribed");
     s.close().await;
 }
+
+/// The held write is judged on the file `link/w.txt` resolves to when it is
+/// asked; a swap of `link` to a folder outside while the request waits
+/// does not move the accepted write there.
+#[tokio::test]
+async fn an_accepted_write_lands_where_it_was_judged_after_a_symlink_swap() {
+    let env = Env::new().await;
+    let outside = tempfile::tempdir().unwrap();
+    let inner = env.ws().join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    std::os::unix::fs::symlink("inner", env.ws().join("link")).unwrap();
+    env.mock.push_all([
+        MockResponse::tool_calls(vec![tool_call(
+            "w1",
+            "write",
+            json!({"path": "link/w.txt", "content": "new"}),
+        )]),
+        MockResponse::text("Done."),
+    ]);
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "untrusted").await;
+    let turn = s.start_turn(&thread, "write").await;
+    let req = s.server_request().await;
+    assert_eq!(req["method"], "item/fileChange/requestApproval", "{req}");
+    std::fs::remove_file(env.ws().join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.ws().join("link")).unwrap();
+    s.send(json!({"id": req["id"], "result": {"decision": "accept"}}))
+        .await;
+    let done = s.finish_turn(&turn, "decline").await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(std::fs::read_to_string(inner.join("w.txt")).unwrap(), "new");
+    assert!(!outside.path().join("w.txt").exists(), "written outside");
+    s.close().await;
+}

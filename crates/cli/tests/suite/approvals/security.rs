@@ -557,3 +557,59 @@ async fn the_shell_environment_policy_of_config_toml_applies() {
     assert_eq!(text.trim(), "[][tok][on]", "{text}");
     rpc.event("agent_end").await;
 }
+
+/// A held write is judged on the file its path resolves to; a symlink on
+/// that path swapped while the call waits (by a command running in the
+/// background, say) must not move the approved write elsewhere.
+#[tokio::test]
+async fn a_symlink_swapped_while_a_write_waits_does_not_move_the_write() {
+    let env = Env::new().await;
+    let (outside, _rel) = sibling();
+    let inner = env.ws().join("inner");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::write(inner.join("e.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("inner", env.ws().join("link")).unwrap();
+    env.mock.push_all([
+        call(
+            "c1",
+            "write",
+            json!({"path": "link/w.txt", "content": "new"}),
+        ),
+        call(
+            "c2",
+            "edit",
+            json!({"path": "link/e.txt", "oldText": "old", "newText": "new"}),
+        ),
+        MockResponse::text("done"),
+    ]);
+    let mut rpc = env.rpc(&["--approval-mode", "everything"]).await;
+    rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    for id in ["c1", "c2"] {
+        let req = rpc.approval_request().await;
+        assert_eq!(req["toolCallId"], id, "{req}");
+        assert_eq!(req["class"], "write", "{req}");
+        // The swap: `link` now points out of the workspace.
+        std::fs::remove_file(env.ws().join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), env.ws().join("link")).unwrap();
+        std::fs::write(outside.path().join("e.txt"), "old\n").unwrap();
+        let rid = req["id"].as_str().unwrap().to_owned();
+        rpc.decide(&rid, "approve", json!({})).await;
+        let end = rpc.tool_end(id).await;
+        assert_eq!(end["isError"], false, "{id}: {end}");
+        // Back inside for the next call.
+        std::fs::remove_file(env.ws().join("link")).unwrap();
+        std::os::unix::fs::symlink("inner", env.ws().join("link")).unwrap();
+    }
+    rpc.event("agent_end").await;
+    assert_eq!(std::fs::read_to_string(inner.join("w.txt")).unwrap(), "new");
+    assert_eq!(
+        std::fs::read_to_string(inner.join("e.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!outside.path().join("w.txt").exists(), "written outside");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("e.txt")).unwrap(),
+        "old\n",
+        "edited outside"
+    );
+}
