@@ -207,7 +207,7 @@ pub fn start(
     // The same environment policy as the agent's shell: keel's secrets stay
     // with keel; the request's own `env` still sets what it names.
     cmd.env_clear()
-        .envs(keel_tools::EnvPolicy::configured().child_env_now(&[]));
+        .envs(keel_tools::EnvPolicy::configured().child_env_now(&[], &cwd));
     for (k, v) in params.env.iter().flatten() {
         match v {
             Some(v) => cmd.env(k, v),

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::Path;
 
 /// Variables keel reads credentials or database passwords from.
 pub const KEEL_SECRET_VARS: &[&str] = &[
@@ -110,9 +111,16 @@ impl EnvPolicy {
         !self.keep_secrets && looks_secret(name, value)
     }
 
-    /// The environment of a child: keel's own (`vars`) filtered, then the
-    /// git guards, then `set`, then the request's own variables (`extra`).
-    pub fn child_env<I>(&self, vars: I, extra: &[(String, String)]) -> Vec<(OsString, OsString)>
+    /// The environment of a child that starts in `cwd`: keel's own
+    /// (`vars`) filtered, then the git guards (the fixed ones and every
+    /// driver the repository at `cwd` names, see [`crate::git_drivers`]),
+    /// then `set`, then the request's own variables (`extra`).
+    pub fn child_env<I>(
+        &self,
+        vars: I,
+        extra: &[(String, String)],
+        cwd: &Path,
+    ) -> Vec<(OsString, OsString)>
     where
         I: IntoIterator<Item = (OsString, OsString)>,
     {
@@ -125,18 +133,21 @@ impl EnvPolicy {
             let k = k.to_string_lossy();
             !(k.starts_with("GIT_CONFIG_") || k == "GIT_EXTERNAL_DIFF")
         });
-        for (k, v) in GIT_GUARDS.iter().enumerate().flat_map(|(i, (k, v))| {
-            [
-                (format!("GIT_CONFIG_KEY_{i}"), (*k).to_owned()),
-                (format!("GIT_CONFIG_VALUE_{i}"), (*v).to_owned()),
-            ]
-        }) {
-            out.insert(k.into(), v.into());
+        let guards = GIT_GUARDS
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .chain(
+                crate::git_drivers::driver_guards(cwd)
+                    .into_iter()
+                    .map(|k| (k, String::new())),
+            );
+        let mut count = 0;
+        for (i, (k, v)) in guards.enumerate() {
+            out.insert(format!("GIT_CONFIG_KEY_{i}").into(), k.into());
+            out.insert(format!("GIT_CONFIG_VALUE_{i}").into(), v.into());
+            count = i + 1;
         }
-        out.insert(
-            "GIT_CONFIG_COUNT".into(),
-            GIT_GUARDS.len().to_string().into(),
-        );
+        out.insert("GIT_CONFIG_COUNT".into(), count.to_string().into());
         out.insert("GIT_PAGER".into(), "cat".into());
         for (k, v) in &self.set {
             out.insert(k.into(), v.into());
@@ -148,8 +159,12 @@ impl EnvPolicy {
     }
 
     /// [`child_env`](Self::child_env) over this process's environment.
-    pub fn child_env_now(&self, extra: &[(String, String)]) -> Vec<(OsString, OsString)> {
-        self.child_env(std::env::vars_os(), extra)
+    pub fn child_env_now(
+        &self,
+        extra: &[(String, String)],
+        cwd: &Path,
+    ) -> Vec<(OsString, OsString)> {
+        self.child_env(std::env::vars_os(), extra, cwd)
     }
 }
 
@@ -305,7 +320,11 @@ mod tests {
             ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
             ("GIT_CONFIG_VALUE_0", "sh evil.sh"),
         ]);
-        let out = EnvPolicy::default().child_env(vars.clone(), &[("X".into(), "1".into())]);
+        let out = EnvPolicy::default().child_env(
+            vars.clone(),
+            &[("X".into(), "1".into())],
+            Path::new("/"),
+        );
         assert_eq!(get(&out, "PATH").unwrap(), "/usr/bin");
         assert_eq!(get(&out, "PLAIN_URL").unwrap(), "https://example.org/");
         assert_eq!(get(&out, "X").unwrap(), "1");
@@ -324,7 +343,7 @@ mod tests {
             exclude: vec!["HOME".into()],
             ..EnvPolicy::default()
         };
-        let out = policy.child_env(vars, &[]);
+        let out = policy.child_env(vars, &[], Path::new("/"));
         assert_eq!(get(&out, "GITHUB_TOKEN").unwrap(), "ghp_x");
         assert!(get(&out, "HOME").is_none());
     }

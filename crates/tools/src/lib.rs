@@ -14,6 +14,7 @@ pub mod bounded;
 mod builtins;
 pub mod child_env;
 mod error;
+pub mod git_drivers;
 pub mod host;
 mod path;
 pub mod truncate;

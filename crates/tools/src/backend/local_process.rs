@@ -100,7 +100,7 @@ impl ProcessRunner for LocalProcessRunner {
             .arg(&request.command)
             .current_dir(&request.cwd)
             .env_clear()
-            .envs(self.env.child_env_now(&request.env))
+            .envs(self.env.child_env_now(&request.env, &request.cwd))
             .stdin(Stdio::null())
             .stdout(writer)
             .stderr(writer_err)

@@ -187,7 +187,16 @@ async fn a_committed_symlink_to_git_and_repository_config_cannot_run_code() {
     let cfg = ws.join(".git/config");
     let mut text = std::fs::read_to_string(&cfg).unwrap();
     text.push_str("[core]\n\tfsmonitor = sh evil.sh\n[diff]\n\texternal = sh evil.sh\n");
+    // Drivers the repository names itself (through an include, too).
+    text.push_str("[include]\n\tpath = drivers.cfg\n");
     std::fs::write(&cfg, text).unwrap();
+    std::fs::write(
+        ws.join(".git/drivers.cfg"),
+        "[filter \"x\"]\n\tclean = sh evil.sh\n\tprocess = sh evil.sh\n\
+         [diff \"x\"]\n\ttextconv = sh evil.sh\n\tcommand = sh evil.sh\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join(".git/info/attributes"), "* filter=x diff=x\n").unwrap();
     std::fs::write(ws.join("evil.sh"), "touch pwned\n#changed\n").unwrap();
     env.mock.push_all([
         call(
@@ -201,6 +210,7 @@ async fn a_committed_symlink_to_git_and_repository_config_cannot_run_code() {
             json!({"command": "echo '[core] fsmonitor = sh evil.sh' >> gitlink/config"}),
         ),
         call("c3", "bash", json!({"command": "git status && git diff"})),
+        call("c4", "bash", json!({"command": "git log -p -1; git show HEAD"})),
         MockResponse::text("done"),
     ]);
     let mut rpc = env.rpc(&[]).await;
@@ -217,6 +227,7 @@ async fn a_committed_symlink_to_git_and_repository_config_cannot_run_code() {
     // diff program instead of running it.
     let text = result_text(&rpc.tool_end("c3").await);
     assert!(text.contains("modified:   evil.sh"), "{text}");
+    rpc.tool_end("c4").await;
     rpc.event("agent_end").await;
     assert!(
         !ws.join("pwned").exists(),
