@@ -314,7 +314,6 @@ fn ts_type(t: &str, o: &Map<String, Value>) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// The checked-in copy (`schema/`) is what the types generate; set

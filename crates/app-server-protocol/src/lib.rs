@@ -12,7 +12,6 @@
 //!
 //! It must not know keel's agent (`keel-core`), tokio, or any transport:
 //! the `keel-app-server` crate translates between these types and sessions.
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod export;
 pub mod jsonrpc;

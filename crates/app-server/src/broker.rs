@@ -227,7 +227,6 @@ impl Broker {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::outbound::{ClientCaps, SlowClientPolicy};
     use crate::runtime::{AppServerConfig, ModelSource};

@@ -185,7 +185,6 @@ pub fn error_if_failed(status: TurnStatus, error: Option<TurnError>) -> Option<T
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use keel_protocol::{AssistantMessage, ToolResultMessage, UserMessage};
     use serde_json::json;

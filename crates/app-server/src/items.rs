@@ -329,7 +329,6 @@ pub fn data_url(url: &str) -> Option<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -110,7 +110,6 @@ pub async fn decorate(home: &Path, thread: &mut Thread) -> ThreadMeta {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use keel_app_server_protocol::v2::Patch;
 

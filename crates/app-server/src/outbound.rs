@@ -229,7 +229,6 @@ impl Connection {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use keel_app_server_protocol::v2::WarningNotification;
 

@@ -172,7 +172,6 @@ impl Tool for PlanTool {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

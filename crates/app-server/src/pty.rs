@@ -105,7 +105,6 @@ pub fn command(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use tokio::io::AsyncReadExt;
 

@@ -118,7 +118,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Runtime {
     pub fn new(config: AppServerConfig, models: Arc<dyn ModelSource>) -> Arc<Self> {
         Arc::new(Self {
-            store: SessionStore::new(config.home.join("sessions")),
+            store: SessionStore::for_home(&config.home),
             config,
             models,
             broker: Broker::new(),

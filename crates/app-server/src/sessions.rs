@@ -10,14 +10,10 @@ use std::sync::Arc;
 use keel_app_server_protocol::v2::{
     ApprovalPolicyName, AskForApproval, SandboxMode, SandboxPolicy, Thread, ThreadStatus,
 };
-use keel_core::{
-    ModelInfo, ModelPricing, Session, SessionConfig, SessionDeps, SessionLog, SystemClock,
-};
-use keel_llm::{ModelRequest, ModelStream, Provider};
+use keel_core::{ModelInfo, ModelPricing, SessionBuilder};
+use keel_llm::Provider;
 use keel_protocol::{ContentBlock, Message};
 use keel_session_store::{EntryBody, SessionSummary, SessionWriter};
-use keel_tools::{LocalFileSystem, LocalProcessRunner, builtin_tools};
-use tokio_util::sync::CancellationToken;
 
 use crate::approvals::AppServerGate;
 use crate::rpc_error::RpcError;
@@ -86,25 +82,13 @@ pub fn choose_model(runtime: &Runtime, id: Option<&str>, provider: Option<&str>)
 /// A provider for `model`, or one that fails every call with the reason.
 pub fn provider_for(runtime: &Runtime, model: &ModelInfo) -> Arc<dyn Provider> {
     if model.id.is_empty() {
-        return Arc::new(Unavailable(
+        return Arc::new(keel_llm::UnavailableProvider::new(
             "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or [model] in $KEEL_HOME/config.toml)".to_owned(),
         ));
     }
     match runtime.models.provider(model) {
         Ok(p) => p,
-        Err(reason) => Arc::new(Unavailable(reason)),
-    }
-}
-
-fn project_context(cwd: &Path, developer: Option<&str>) -> Option<String> {
-    let file = ["AGENTS.md", "CLAUDE.md"]
-        .iter()
-        .find_map(|name| std::fs::read_to_string(cwd.join(name)).ok());
-    match (file, developer) {
-        (Some(f), Some(d)) => Some(format!("{f}\n\n{d}")),
-        (Some(f), None) => Some(f),
-        (None, Some(d)) => Some(d.to_owned()),
-        (None, None) => None,
+        Err(reason) => Arc::new(keel_llm::UnavailableProvider::new(reason)),
     }
 }
 
@@ -175,33 +159,22 @@ fn spawn_thread(
         opts.model_provider.as_deref(),
     );
     let provider = provider_for(runtime, &model);
-    let mut config = SessionConfig::new(id.clone(), cwd.clone(), model.clone());
-    config.session_file = writer.as_ref().map(|w| w.path().to_path_buf());
-    config.system_prompt = opts.base_instructions.clone();
-    config.project_context = project_context(&cwd, opts.developer_instructions.as_deref());
-    config.scratch_dir = runtime.config.home.join("tool-output");
-    config.initial_messages = history.clone();
-    config.history = tree;
-    config.retry = runtime.models.retry_policy();
-    config.compaction = runtime.models.compaction();
-    let log: Arc<dyn SessionLog> = match &writer {
-        Some(w) => Arc::new(w.clone()),
-        None => Arc::new(keel_core::NullLog),
-    };
-    let deps = SessionDeps {
+    let session = SessionBuilder::new(
+        id.clone(),
+        &cwd,
+        &runtime.config.home,
+        model.clone(),
         provider,
-        tools: {
-            let mut tools = builtin_tools();
-            tools.push(Arc::new(crate::plan::PlanTool));
-            tools
-        },
-        fs: Arc::new(LocalFileSystem),
-        process: Arc::new(LocalProcessRunner::default()),
-        gate: Arc::new(AppServerGate::new(Arc::downgrade(runtime))),
-        clock: Arc::new(SystemClock),
-        log,
-    };
-    let session = Session::spawn(config, deps);
+        Arc::new(AppServerGate::new(Arc::downgrade(runtime))),
+    )
+    .writer(writer.as_ref())
+    .system_prompt(opts.base_instructions.clone())
+    .developer_instructions(opts.developer_instructions.as_deref())
+    .history(history.clone(), tree)
+    .retry(runtime.models.retry_policy())
+    .compaction(runtime.models.compaction())
+    .tool(Arc::new(crate::plan::PlanTool))
+    .spawn();
     session.restore_name(name.clone());
     let (handle, events, task) = session.split();
     let sandbox = opts
@@ -521,48 +494,14 @@ pub async fn fork_thread(
 
 /// Every session on disk, newest first.
 pub async fn list_sessions(runtime: &Runtime) -> Vec<SessionSummary> {
-    let root = runtime.store.root().to_path_buf();
-    let cwds = tokio::task::spawn_blocking(move || workspace_cwds(&root))
-        .await
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    for cwd in cwds {
-        match runtime.store.list(&cwd).await {
-            Ok(list) => out.extend(list),
-            Err(e) => tracing::warn!(cwd = %cwd.display(), error = %e, "cannot list sessions"),
+    let mut out = match runtime.store.list_all().await {
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list sessions");
+            Vec::new()
         }
-    }
-    out.sort_by_key(|s| std::cmp::Reverse(s.modified));
-    out.dedup_by(|a, b| a.id == b.id);
-    out
-}
-
-/// The workspace of each directory under the sessions root, read from the
-/// header of one of its files.
-fn workspace_cwds(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(dirs) = std::fs::read_dir(root) else {
-        return out;
     };
-    for dir in dirs.flatten() {
-        let Ok(files) = std::fs::read_dir(dir.path()) else {
-            continue;
-        };
-        for f in files.flatten() {
-            let Ok(text) = std::fs::read_to_string(f.path()) else {
-                continue;
-            };
-            let Some(first) = text.lines().next() else {
-                continue;
-            };
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(first)
-                && let Some(cwd) = v["cwd"].as_str()
-            {
-                out.push(PathBuf::from(cwd));
-                break;
-            }
-        }
-    }
+    out.dedup_by(|a, b| a.id == b.id);
     out
 }
 
@@ -603,29 +542,5 @@ pub fn summary_thread(runtime: &Runtime, s: &SessionSummary) -> Thread {
         name: s.name.clone(),
         project_id: None,
         turns: Vec::new(),
-    }
-}
-
-/// A provider that fails every call with one reason (no model configured,
-/// or the configured one cannot be set up).
-struct Unavailable(String);
-
-#[async_trait::async_trait]
-impl Provider for Unavailable {
-    fn name(&self) -> &str {
-        "unavailable"
-    }
-    fn api(&self) -> &str {
-        "none"
-    }
-    async fn stream(
-        &self,
-        _request: ModelRequest,
-        _cancel: CancellationToken,
-    ) -> keel_llm::Result<ModelStream> {
-        Err(keel_llm::Error::new(
-            keel_llm::ErrorKind::Other,
-            self.0.clone(),
-        ))
     }
 }

@@ -223,7 +223,6 @@ async fn deliver(state: std::sync::Weak<Mutex<State>>, mut rx: mpsc::UnboundedRe
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::outbound::{ClientCaps, SlowClientPolicy};
     use serde_json::Value;

@@ -92,7 +92,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         warn(&warning);
     }
 
-    let store = SessionStore::new(resolved.home.join("sessions"));
+    let store = SessionStore::for_home(&resolved.home);
     let (writer, history, tree) = open_session(&store, &cwd, &args, &resolved).await?;
     // Held calls are asked on the terminal when a person is there;
     // otherwise they become drafts (or, when asked to, the run waits and

@@ -118,7 +118,10 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
     ));
     print_line(&format!(
         "sessions_dir = {:?}",
-        settings.home.join("sessions").display().to_string()
+        keel_session_store::SessionStore::for_home(&settings.home)
+            .root()
+            .display()
+            .to_string()
     ));
     print_line(&crate::config::store_line(
         &settings.home,

@@ -16,12 +16,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use keel_core::RetryPolicy;
-use keel_llm::{ModelRequest, ModelStream, Provider};
+use keel_llm::Provider;
 use keel_protocol::ThinkingLevel;
 use keel_rpc::{ModelChoice, OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
 use keel_session_store::{SessionStore, SessionWriter};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use crate::GlobalArgs;
 use crate::approvals::ApprovalModeArg;
@@ -117,7 +116,7 @@ pub async fn run(
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
     let factory = Arc::new(CliFactory {
         gate: gate.clone(),
-        store: SessionStore::new(home.join("sessions")),
+        store: SessionStore::for_home(&home),
         home,
         cwd,
         no_session: args.no_session,
@@ -297,7 +296,7 @@ impl SessionFactory for CliFactory {
     ) -> Result<OpenedSession, String> {
         let provider: Arc<dyn Provider> = match model {
             Some(m) => self.provider(m)?,
-            None => Arc::new(Unconfigured),
+            None => Arc::new(keel_llm::UnavailableProvider::new(NO_MODEL_HINT)),
         };
         let (writer, history, name, tree) = self
             .writer(&target, model)
@@ -334,31 +333,5 @@ struct WriterCloser(SessionWriter);
 impl SessionCloser for WriterCloser {
     async fn close(&self) -> Result<(), String> {
         self.0.close().await.map_err(|e| e.to_string())
-    }
-}
-
-/// The provider of a session opened without a model. RPC mode refuses to
-/// prompt such a session, so this is only reached if that check is missed.
-struct Unconfigured;
-
-#[async_trait::async_trait]
-impl Provider for Unconfigured {
-    fn name(&self) -> &str {
-        "unconfigured"
-    }
-    fn api(&self) -> &str {
-        "none"
-    }
-    async fn stream(
-        &self,
-        _request: ModelRequest,
-        _cancel: CancellationToken,
-    ) -> keel_llm::Result<ModelStream> {
-        Err(keel_llm::Error {
-            kind: keel_llm::ErrorKind::Other,
-            message: NO_MODEL_HINT.to_owned(),
-            status: None,
-            retry_after: None,
-        })
     }
 }

@@ -88,7 +88,7 @@ async fn load(path: &Path) -> anyhow::Result<LoadedSession> {
 
 #[allow(clippy::print_stdout)]
 pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> anyhow::Result<ExitCode> {
-    let store = SessionStore::new(home_dir(global)?.join("sessions"));
+    let store = SessionStore::for_home(&home_dir(global)?);
     match command {
         SessionsCommand::List { cwd, json } => {
             let cwd = workspace(cwd)?;

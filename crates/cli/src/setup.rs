@@ -7,17 +7,15 @@
 //! over the local file system. It does not pick sessions (modes do that)
 //! and does not print.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use keel_core::{
-    ApprovalGate, CompactionSettings, ModelInfo, RetryPolicy, Session, SessionConfig, SessionDeps,
-    SessionLog, SystemClock,
+    ApprovalGate, CompactionSettings, ModelInfo, RetryPolicy, Session, SessionBuilder,
 };
 use keel_protocol::{Message, ThinkingLevel};
 use keel_session_store::{EntryBody, SessionWriter};
-use keel_tools::{LocalFileSystem, LocalProcessRunner, builtin_tools};
 
 use crate::config::Resolved;
 
@@ -50,13 +48,6 @@ pub async fn record_model(
             model_id: model_id.to_owned(),
         })
         .await?)
-}
-
-/// `AGENTS.md` (or `CLAUDE.md`) of the workspace, if present.
-pub fn project_context(cwd: &Path) -> Option<String> {
-    ["AGENTS.md", "CLAUDE.md"]
-        .iter()
-        .find_map(|name| std::fs::read_to_string(cwd.join(name)).ok())
 }
 
 /// Everything a session is spawned from.
@@ -95,41 +86,27 @@ pub async fn approval_gate(
     Arc::new(gate)
 }
 
-/// Spawns a session with the built-in tools over the local machine.
+/// Spawns a session with the built-in tools over the local machine
+/// (through core's [`SessionBuilder`]).
 pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
-    let mut config = SessionConfig::new(
-        spec.writer
-            .map(|w| w.id().to_owned())
-            .unwrap_or_else(|| format!("ephemeral-{}", uuid_like())),
+    let id = spec
+        .writer
+        .map(|w| w.id().to_owned())
+        .unwrap_or_else(|| format!("ephemeral-{}", uuid_like()));
+    SessionBuilder::new(
+        id,
         spec.cwd,
+        spec.home,
         spec.model,
-    );
-    config.session_file = spec.writer.map(|w| w.path().to_path_buf());
-    config.thinking_level = spec.thinking;
-    config.project_context = project_context(spec.cwd);
-    config.scratch_dir = scratch_dir(spec.home);
-    config.initial_messages = spec.history;
-    config.history = spec.tree;
-    config.retry = spec.retry;
-    config.compaction = spec.compaction;
-    let log: Arc<dyn SessionLog> = match spec.writer {
-        Some(w) => Arc::new(w.clone()),
-        None => Arc::new(keel_core::NullLog),
-    };
-    let deps = SessionDeps {
-        provider: spec.provider,
-        tools: builtin_tools(),
-        fs: Arc::new(LocalFileSystem),
-        process: Arc::new(LocalProcessRunner::default()),
-        gate: spec.gate,
-        clock: Arc::new(SystemClock),
-        log,
-    };
-    Session::spawn(config, deps)
-}
-
-fn scratch_dir(home: &Path) -> PathBuf {
-    home.join("tool-output")
+        spec.provider,
+        spec.gate,
+    )
+    .writer(spec.writer)
+    .thinking(spec.thinking)
+    .history(spec.history, spec.tree)
+    .retry(spec.retry)
+    .compaction(spec.compaction)
+    .spawn()
 }
 
 /// A short process-unique suffix for in-memory session ids.

@@ -18,10 +18,10 @@
 //! [`EngineGate`] is the gate keel's front ends use: the approvals engine
 //! (re-exported as [`keel_approvals`]) behind the [`ApprovalGate`] trait, with
 //! an [`ApprovalFrontend`] that announces held calls.
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod approval_entry;
 mod assemble;
+mod builder;
 pub mod compaction;
 mod config;
 mod deps;
@@ -42,6 +42,7 @@ mod tool_exec;
 mod tests;
 
 pub use approval_entry::describe as describe_approval;
+pub use builder::{PROJECT_INSTRUCTION_FILES, SessionBuilder, project_instructions, scratch_dir};
 pub use compaction::CompactionSettings;
 pub use config::{ModelInfo, ModelPricing, SessionConfig};
 pub use deps::{

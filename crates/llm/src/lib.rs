@@ -22,7 +22,6 @@
 //! replayed only to the same dialect, provider and model: Anthropic's
 //! signature string (or a JSON array of a run of thinking blocks), or the
 //! Responses reasoning item as JSON (with its `encrypted_content`).
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod anthropic;
 pub mod catalog;
@@ -37,6 +36,7 @@ mod spec_endpoint;
 pub mod sse;
 #[cfg(test)]
 mod stream_test_support;
+mod unavailable;
 
 use std::pin::Pin;
 
@@ -57,6 +57,7 @@ pub use provider::{
     build_provider_with_client, well_known_provider,
 };
 pub use responses::ResponsesProvider;
+pub use unavailable::UnavailableProvider;
 
 /// Everything one model call needs.
 #[derive(Debug, Clone, PartialEq)]

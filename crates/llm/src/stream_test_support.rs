@@ -3,7 +3,6 @@
 //! out of events, and checking that chunk boundaries do not matter.
 //!
 //! It knows the SSE framing and [`ModelEvent`], no dialect's event names.
-#![allow(clippy::unwrap_used)]
 
 use serde_json::{Value, json};
 

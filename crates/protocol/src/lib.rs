@@ -9,7 +9,6 @@
 //! The JSON shapes follow the message model that pi-family hosts already
 //! understand (camelCase fields, `role`-tagged messages, `type`-tagged content
 //! blocks), so session files and RPC frames can carry them unchanged.
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod compaction;
 mod event;

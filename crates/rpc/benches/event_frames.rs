@@ -4,6 +4,7 @@
 //! `tool_execution_end` with a few KiB of output for scale. Each iteration
 //! produces the bytes that go on the wire, without the LF.
 //! Run with `cargo bench -p keel-rpc --bench event_frames`.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on the terminal
 
 use std::hint::black_box;
 

@@ -15,7 +15,6 @@
 //! obtains sessions and models from a [`SessionFactory`] the binary
 //! provides. It must not know about the app-server protocol, nor how
 //! providers or session files are configured.
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod approvals;
 mod command;

@@ -4,6 +4,7 @@
 //! text), then what a mode does with it on resume: the messages of the
 //! active branch, the session name and the last model.
 //! Run with `cargo bench -p keel-session-store --bench load`.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a benchmark reports on the terminal
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -22,7 +22,6 @@
 //! writer.flush().await?;
 //! # let _ = history; Ok(()) }
 //! ```
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod error;
 mod format;

@@ -66,6 +66,11 @@ impl SessionStore {
         Self { root: root.into() }
     }
 
+    /// The sessions directory of keel's home (`<home>/sessions`).
+    pub fn for_home(home: &Path) -> Self {
+        Self::new(home.join("sessions"))
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -167,6 +172,41 @@ impl SessionStore {
                     out.push(summary);
                 }
             }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The sessions of every workspace, newest (by last modification)
+    /// first. Unreadable folders and files are skipped with a warning.
+    pub async fn list_all(&self) -> Result<Vec<SessionSummary>> {
+        let root = self.root.clone();
+        crate::blocking(&root.clone(), move || {
+            let mut out = Vec::new();
+            let dirs = match std::fs::read_dir(&root) {
+                Ok(dirs) => dirs,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+                Err(e) => return Err(Error::io(&root, e)),
+            };
+            for dir in dirs.flatten() {
+                let dir = dir.path();
+                if !dir.is_dir() {
+                    continue;
+                }
+                match session_files(&dir) {
+                    Ok(files) => out.extend(
+                        files
+                            .into_iter()
+                            .filter_map(|(path, modified)| summarize_or_warn(&path, modified)),
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "cannot list sessions"),
+                }
+            }
+            out.sort_by(|a, b| {
+                b.modified
+                    .cmp(&a.modified)
+                    .then_with(|| b.path.cmp(&a.path))
+            });
             Ok(out)
         })
         .await
@@ -557,6 +597,23 @@ mod tests {
         assert!(timestamp.ends_with('Z'));
         assert_eq!(timestamp.replace([':', '.'], "-"), stamp);
         within(writer.close()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn list_all_reads_every_workspace_newest_first() {
+        let (_dir, store, cwd) = temp_store();
+        assert!(within(store.list_all()).await.unwrap().is_empty());
+        let other = cwd.join("other");
+        let a = within(store.create(&cwd, None)).await.unwrap();
+        within(a.close()).await.unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = within(store.create(&other, None)).await.unwrap();
+        within(b.close()).await.unwrap();
+        std::fs::write(store.root().join("stray.txt"), "not a folder").unwrap();
+        let all = within(store.list_all()).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, [b.id(), a.id()]);
+        assert_eq!(all[0].cwd, other.display().to_string());
     }
 
     #[tokio::test]

@@ -21,6 +21,9 @@
 //! `POST /v1/messages`), used through their module path
 //! (`responses::text("Hi")`, `anthropic::ev_text_delta(0, "Hi")`). Whole
 //! SSE bodies kept as fixture files are served with [`sse_from_text`].
+// Test helpers report a skipped test on stderr, where the test runner shows
+// it; stdout stays untouched.
+#![allow(clippy::print_stderr)]
 
 pub mod anthropic;
 pub mod chat_completions;

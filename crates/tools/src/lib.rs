@@ -7,7 +7,6 @@
 //! [`FileSystem`] and [`ProcessRunner`] backends carried in the
 //! [`ToolContext`], so remote or sandboxed execution needs no change to tool
 //! logic. It must not know about approvals or any wire format.
-#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod backend;
 pub mod bounded;

@@ -125,7 +125,6 @@ pub struct EmptyResponse {}
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

@@ -86,7 +86,6 @@ pub struct ApprovalResponse {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

@@ -432,7 +432,6 @@ pub struct ThreadMetadataUpdateParams {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

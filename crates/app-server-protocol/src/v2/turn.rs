@@ -167,7 +167,6 @@ pub struct TurnInterruptParams {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

@@ -193,7 +193,6 @@ pub fn unwatch(ctx: &mut RequestCtx, p: FsUnwatchParams) -> Result<Reply, RpcErr
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -41,10 +41,12 @@ fn session_response(
         model_provider: s.model.provider.clone(),
         service_tier: None,
         cwd: s.cwd.display().to_string(),
-        instruction_sources: ["AGENTS.md", "CLAUDE.md"]
+        // The file the session reads (the first that exists).
+        instruction_sources: keel_core::PROJECT_INSTRUCTION_FILES
             .iter()
             .map(|n| s.cwd.join(n))
             .filter(|p| p.is_file())
+            .take(1)
             .map(|p| p.display().to_string())
             .collect(),
         approval_policy: s.approval_policy.clone(),

@@ -305,7 +305,6 @@ pub async fn interrupt(ctx: &mut RequestCtx, p: TurnInterruptParams) -> Result<R
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

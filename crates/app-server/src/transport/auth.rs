@@ -285,7 +285,6 @@ fn config(message: impl Into<String>) -> Error {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::transport::jwt::sign_hs256;
     use axum::http::HeaderValue;

@@ -202,7 +202,6 @@ pub fn sign_hs256(secret: &[u8], claims: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

@@ -216,7 +216,6 @@ impl Connected<IncomingStream<'_, Capped<UnixListener>>> for Peer {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::time::Duration;
 

@@ -192,7 +192,6 @@ pub(crate) fn audit<R: Columns>(row: &R) -> Result<AuditEntry, R::Error> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// One column of a row held in memory.

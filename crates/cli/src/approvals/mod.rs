@@ -134,6 +134,7 @@ fn trust_store(home: &std::path::Path) -> anyhow::Result<ExitCode> {
     }
 }
 
+#[allow(clippy::print_stdout)]
 pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<ExitCode> {
     let home = home_dir(global)?;
     if matches!(args.command, ApprovalsCommand::TrustStore) {
@@ -213,6 +214,7 @@ fn when(ms: i64) -> String {
         .unwrap_or_default()
 }
 
+#[allow(clippy::print_stdout)]
 async fn list(engine: &ApprovalEngine, all: bool, json: bool) -> anyhow::Result<()> {
     if all {
         let rows = engine

@@ -20,6 +20,7 @@ fn repo_root() -> PathBuf {
 }
 
 /// A check that could not run: skipped locally, a failure under CI.
+#[allow(clippy::print_stderr)]
 fn skip_or_fail(why: &str) {
     assert!(!keel_test_support::in_ci(), "CI is set but {why}");
     eprintln!("SKIP: {why}");

@@ -210,7 +210,11 @@ async fn a_committed_symlink_to_git_and_repository_config_cannot_run_code() {
             json!({"command": "echo '[core] fsmonitor = sh evil.sh' >> gitlink/config"}),
         ),
         call("c3", "bash", json!({"command": "git status && git diff"})),
-        call("c4", "bash", json!({"command": "git log -p -1; git show HEAD"})),
+        call(
+            "c4",
+            "bash",
+            json!({"command": "git log -p -1; git show HEAD"}),
+        ),
         MockResponse::text("done"),
     ]);
     let mut rpc = env.rpc(&[]).await;

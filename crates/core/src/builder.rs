@@ -1,0 +1,163 @@
+//! Assembling a session: the one place that decides what a session is made
+//! of when a front-end opens one.
+//!
+//! Owns [`SessionBuilder`]: from a workspace, keel's home, a model and its
+//! provider, and an approval gate, it builds a [`Session`] with keel's
+//! built-in tools over the local file system and process runner, the
+//! workspace's project instructions ([`PROJECT_INSTRUCTION_FILES`]), the
+//! scratch folder under keel's home, and the session file's writer as its
+//! log. `keel exec`, RPC mode and the app-server all open sessions through
+//! it; what differs between them (extra tools, developer instructions, a
+//! resumed tree) is a builder call, not a copy. It must not know the wire,
+//! configuration files or where models come from.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use keel_llm::Provider;
+use keel_protocol::{Message, ThinkingLevel};
+use keel_session_store::{SessionTree, SessionWriter};
+use keel_tools::{FileSystem, LocalFileSystem, LocalProcessRunner, ProcessRunner, Tool};
+
+use crate::compaction::CompactionSettings;
+use crate::config::{ModelInfo, SessionConfig};
+use crate::deps::{ApprovalGate, NullLog, SessionLog, SystemClock};
+use crate::retry::RetryPolicy;
+use crate::session::{Session, SessionDeps};
+
+/// The files read as project instructions, first found wins.
+pub const PROJECT_INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];
+
+/// The workspace's project instructions ([`PROJECT_INSTRUCTION_FILES`]).
+pub fn project_instructions(cwd: &Path) -> Option<String> {
+    PROJECT_INSTRUCTION_FILES
+        .iter()
+        .find_map(|name| std::fs::read_to_string(cwd.join(name)).ok())
+}
+
+/// Where tools save the full output of what they truncated.
+pub fn scratch_dir(home: &Path) -> PathBuf {
+    home.join("tool-output")
+}
+
+/// Builds a [`Session`] (see the module docs).
+pub struct SessionBuilder {
+    config: SessionConfig,
+    provider: Arc<dyn Provider>,
+    tools: Vec<Arc<dyn Tool>>,
+    fs: Arc<dyn FileSystem>,
+    process: Arc<dyn ProcessRunner>,
+    gate: Arc<dyn ApprovalGate>,
+    log: Arc<dyn SessionLog>,
+    developer_instructions: Option<String>,
+}
+
+impl SessionBuilder {
+    /// A session `id` in workspace `cwd` on `model` through `provider`,
+    /// every tool call passing `gate`; in memory until [`Self::writer`].
+    pub fn new(
+        id: impl Into<String>,
+        cwd: &Path,
+        home: &Path,
+        model: ModelInfo,
+        provider: Arc<dyn Provider>,
+        gate: Arc<dyn ApprovalGate>,
+    ) -> Self {
+        let mut config = SessionConfig::new(id, cwd, model);
+        config.scratch_dir = scratch_dir(home);
+        Self {
+            config,
+            provider,
+            tools: keel_tools::builtin_tools(),
+            fs: Arc::new(LocalFileSystem),
+            process: Arc::new(LocalProcessRunner::default()),
+            gate,
+            log: Arc::new(NullLog),
+            developer_instructions: None,
+        }
+    }
+
+    /// Persists the session through `writer` (its file and its log).
+    pub fn writer(mut self, writer: Option<&SessionWriter>) -> Self {
+        if let Some(w) = writer {
+            self.config.session_file = Some(w.path().to_path_buf());
+            self.log = Arc::new(w.clone());
+        }
+        self
+    }
+
+    /// Resumes from a session file's messages and entry tree.
+    pub fn history(mut self, messages: Vec<Message>, tree: Option<SessionTree>) -> Self {
+        self.config.initial_messages = messages;
+        self.config.history = tree;
+        self
+    }
+
+    /// Adds a tool beside the built-ins.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Instructions from the host, after the project's own.
+    pub fn developer_instructions(mut self, text: Option<&str>) -> Self {
+        self.developer_instructions = text.map(str::to_owned);
+        self
+    }
+
+    /// Replaces keel's system prompt.
+    pub fn system_prompt(mut self, prompt: Option<String>) -> Self {
+        self.config.system_prompt = prompt;
+        self
+    }
+
+    pub fn thinking(mut self, level: ThinkingLevel) -> Self {
+        self.config.thinking_level = level;
+        self
+    }
+
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.config.retry = retry;
+        self
+    }
+
+    pub fn compaction(mut self, compaction: CompactionSettings) -> Self {
+        self.config.compaction = compaction;
+        self
+    }
+
+    /// Spawns the session task.
+    pub fn spawn(self) -> Session {
+        let mut config = self.config;
+        let project = project_instructions(&config.cwd);
+        config.project_context = match (project, self.developer_instructions) {
+            (Some(p), Some(d)) => Some(format!("{p}\n\n{d}")),
+            (p, d) => p.or(d),
+        };
+        let deps = SessionDeps {
+            provider: self.provider,
+            tools: self.tools,
+            fs: self.fs,
+            process: self.process,
+            gate: self.gate,
+            clock: Arc::new(SystemClock),
+            log: self.log,
+        };
+        Session::spawn(config, deps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_instructions_prefer_agents_md() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(project_instructions(dir.path()), None);
+        std::fs::write(dir.path().join("CLAUDE.md"), "claude").unwrap();
+        assert_eq!(project_instructions(dir.path()).as_deref(), Some("claude"));
+        std::fs::write(dir.path().join("AGENTS.md"), "agents").unwrap();
+        assert_eq!(project_instructions(dir.path()).as_deref(), Some("agents"));
+    }
+}
