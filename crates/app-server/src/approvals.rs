@@ -1,12 +1,14 @@
 //! Approvals as server requests, through keel's approvals engine
-//! (`$KEEL_HOME/keel.db`): the core [`ApprovalGate`] of every app-server
-//! thread, the answers clients send, and the replay of pending requests to
-//! a connection that resumes a thread.
+//! (`$KEEL_HOME/keel.db`): the front end of core's approval gate for every
+//! app-server thread ([`AppServerFrontend`]), the answers clients send,
+//! and the replay of pending requests to a connection that resumes a
+//! thread. Judging, waiting, crash recovery, expiry and audit are core's
+//! gate's; this module only says what the app-server adds.
 //!
-//! Before a tool runs, the gate asks the engine ([`ApprovalEngine::gate_check_in`])
-//! under the mode the thread's `approvalPolicy` maps onto ([`mode_for`]).
+//! Before a tool runs, the gate asks the engine under the mode the
+//! thread's `approvalPolicy` maps onto ([`mode_for`]).
 //! A held call is a stored row first; core flushes the session log; then
-//! the gate has the pump announce the call's item (`item/started`, with
+//! the front end has the pump announce the call's item (`item/started`, with
 //! `thread/status/changed` `waitingOnApproval`) and sends
 //! `item/commandExecution/requestApproval` (for `bash` and other tools) or
 //! `item/fileChange/requestApproval` (for `write`/`edit`) through the
@@ -42,10 +44,10 @@ use keel_app_server_protocol::v2::{
     ServerRequest, ServerRequestResolvedNotification, ThreadStatusChangedNotification,
 };
 use keel_core::keel_approvals::{
-    self as engine, ApprovalEngine, CallContext, Class, Decision, Delivery, GateOutcome, Lifetime,
-    Mode, RequestFilter, Resolution, Status, ToolOrigin, messages,
+    self as engine, ApprovalEngine, Class, Decision, Delivery, Lifetime, Mode, RequestFilter,
+    Resolution, Status,
 };
-use keel_core::{ApprovalGate, GateDecision, Recovery, ToolCallInfo, workspace_key};
+use keel_core::{ApprovalFrontend, ToolCallInfo, WaitGuard, workspace_key};
 use serde_json::Value;
 
 use crate::items::{bash_command, command_actions};
@@ -92,14 +94,22 @@ pub async fn default_policy(runtime: &Runtime, cwd: &std::path::Path) -> AskForA
     }
 }
 
-/// The gate of app-server threads.
-pub struct AppServerGate {
+/// The front end of the app-server's approval gate (core's
+/// [`keel_core::EngineGate`], one per server): announces a held call to
+/// the thread's clients as a server request and reports its resolution.
+pub struct AppServerFrontend {
     runtime: Weak<Runtime>,
 }
 
-impl AppServerGate {
+impl AppServerFrontend {
     pub fn new(runtime: Weak<Runtime>) -> Self {
         Self { runtime }
+    }
+
+    fn parts(&self, session_id: &str) -> Option<(Arc<Runtime>, Arc<LoadedThread>)> {
+        let runtime = self.runtime.upgrade()?;
+        let thread = runtime.thread(session_id)?;
+        Some((runtime, thread))
     }
 }
 
@@ -214,94 +224,16 @@ fn request_for_row(
     )
 }
 
-fn decision_of(outcome: GateOutcome) -> GateDecision {
-    match outcome {
-        GateOutcome::Allow {
-            request_id: Some(approval_id),
-            ..
-        } => GateDecision::Approved { approval_id },
-        GateOutcome::Allow {
-            request_id: None, ..
-        } => GateDecision::Allow,
-        GateOutcome::Held { request } => GateDecision::Held {
-            approval_id: request.id,
-        },
-        GateOutcome::Drafted { message, .. } => GateDecision::deny(message),
-        GateOutcome::Deny {
-            message, stop_turn, ..
-        } => GateDecision::Deny { message, stop_turn },
-    }
-}
-
-fn failed(error: impl std::fmt::Display) -> GateDecision {
-    GateDecision::deny(messages::check_failed(&error.to_string()))
-}
-
-/// The engine's view of a call of an app-server thread.
-fn call_context(call: &ToolCallInfo) -> CallContext {
-    CallContext {
-        workspace: workspace_key(&call.cwd),
-        cwd: call.cwd.clone(),
-        session_id: call.session_id.clone(),
-        call_id: call.call_id.clone(),
-        tool_name: call.tool_name.clone(),
-        args: call.args.clone(),
-        origin: match call.tool_name.as_str() {
-            // keel's app-server tools that only report to the client.
-            crate::plan::PLAN_TOOL => ToolOrigin::Host {
-                class: Some(Class::Read),
-            },
-            _ => ToolOrigin::Builtin,
-        },
-        unattended: false,
-        write_target: call.write_target.clone(),
-    }
-}
-
-impl AppServerGate {
-    fn parts(&self, session_id: &str) -> Option<(Arc<Runtime>, Arc<LoadedThread>)> {
-        let runtime = self.runtime.upgrade()?;
-        let thread = runtime.thread(session_id)?;
-        Some((runtime, thread))
-    }
-}
-
 #[async_trait::async_trait]
-impl ApprovalGate for AppServerGate {
-    async fn check(&self, call: &ToolCallInfo) -> GateDecision {
-        let Some((runtime, thread)) = self.parts(&call.session_id) else {
-            return GateDecision::deny("The app-server is shutting down; the call did not run.");
-        };
-        let engine = match runtime.approvals().await {
-            Ok(engine) => engine,
-            Err(reason) => return failed(reason),
-        };
-        let mode = mode_for(&thread.state().approval_policy);
-        decision_of(engine.gate_check_in(&call_context(call), Some(mode)).await)
+impl ApprovalFrontend for AppServerFrontend {
+    /// Drafts: never made here (no thread is unattended).
+    async fn requested(&self, request: &engine::PendingRequest) {
+        tracing::info!(id = %request.id, "tool call drafted");
     }
 
-    async fn recover(&self, call: &ToolCallInfo) -> Recovery {
-        let Some((runtime, _)) = self.parts(&call.session_id) else {
-            return Recovery::Recorded;
-        };
-        match runtime.approvals().await {
-            Ok(engine) => keel_core::recover_from(engine, &call_context(call)).await,
-            // No engine: `check` will deny whatever is asked.
-            Err(_) => Recovery::Recorded,
-        }
-    }
-
-    async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {
+    async fn held(&self, request: &engine::PendingRequest, call: &ToolCallInfo) -> WaitGuard {
         let Some((runtime, thread)) = self.parts(&call.session_id) else {
-            return GateDecision::deny("The app-server is shutting down; the call did not run.");
-        };
-        let engine = match runtime.approvals().await {
-            Ok(engine) => engine.clone(),
-            Err(reason) => return failed(reason),
-        };
-        let row = match engine.request(approval_id).await {
-            Ok(row) => engine::PendingRequest::from_record(&row),
-            Err(e) => return failed(e),
+            return Box::new(());
         };
         // The row is stored and the session log flushed: announce.
         let waiting = Waiting::new(thread.clone());
@@ -321,92 +253,58 @@ impl ApprovalGate for AppServerGate {
             .broker
             .announce(
                 &runtime,
-                approval_id,
-                request_for_row(&row, &call.args, turn_id, &cwd),
+                &request.id,
+                request_for_row(request, &call.args, turn_id, &cwd),
             )
             .await;
-        // The wait ends on a decision, on expiry, or when the run is
-        // cancelled (core drops this future; an abort has cancelled the row).
-        let never = tokio_util::sync::CancellationToken::new();
-        let resolution = engine.wait(approval_id, &never).await;
-        if let Some((id, thread_id)) = runtime.broker.finish(approval_id) {
+        Box::new(waiting)
+    }
+
+    async fn resolved(&self, request: &engine::PendingRequest, resolution: &Resolution) {
+        let Some((runtime, thread)) = self.parts(&request.session_id) else {
+            return;
+        };
+        if let Some((id, thread_id)) = runtime.broker.finish(&request.id) {
             announce_resolved(&runtime, id, thread_id).await;
         }
-        drop(waiting);
         announce_status(&runtime, &thread).await;
-        let resolution = match resolution {
-            Ok(r) => r,
-            Err(e) => return failed(e),
-        };
-        match &resolution {
+        let call_id = request.call_id.clone();
+        match resolution {
             Resolution::Approved { .. } => {}
             Resolution::Declined { stop_turn, .. } => {
                 let mut s = thread.state();
-                s.declined.insert(call.call_id.clone());
+                s.declined.insert(call_id);
                 if *stop_turn && let Some(t) = s.active.as_mut() {
                     t.interrupted = true;
                 }
             }
             Resolution::Expired { .. } | Resolution::Cancelled { .. } => {
-                thread.state().declined.insert(call.call_id.clone());
-            }
-        }
-        match decision_of(engine.settle(resolution).await) {
-            GateDecision::Held { approval_id } => failed(format!(
-                "request {approval_id} is still pending after its wait ended"
-            )),
-            other => other,
-        }
-    }
-
-    async fn outcome(
-        &self,
-        call: &ToolCallInfo,
-        decision: &GateDecision,
-    ) -> Option<keel_session_store::ApprovalEntry> {
-        let runtime = self.runtime.upgrade()?;
-        let engine = runtime.approvals().await.ok()?;
-        keel_core::describe_approval(engine, call, decision).await
-    }
-
-    async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
-        let Some(runtime) = self.runtime.upgrade() else {
-            return;
-        };
-        if let Ok(engine) = runtime.approvals().await {
-            let text: String = outcome.chars().take(4000).collect();
-            if let Err(e) = engine.finish(approval_id, Some(text), is_error).await {
-                tracing::error!(error = %e, approval_id, "recording an approved call's outcome failed");
+                thread.state().declined.insert(call_id);
             }
         }
     }
 
-    async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {
-        let Some(runtime) = self.runtime.upgrade() else {
-            return 0;
-        };
-        let Ok(engine) = runtime.approvals().await else {
-            return 0;
-        };
-        match engine.decline_waiting(session_id, message, DECIDER).await {
-            Ok(ids) => ids.len(),
-            Err(e) => {
-                tracing::error!(error = %e, "declining the waiting calls failed");
-                0
-            }
-        }
+    /// An interrupted turn drops its wait; the turn's end reports it.
+    async fn cancelled(&self, _request: &engine::PendingRequest) {}
+
+    fn refuse(&self, call: &ToolCallInfo) -> Option<String> {
+        self.parts(&call.session_id)
+            .is_none()
+            .then(|| "The app-server is shutting down; the call did not run.".to_owned())
     }
 
-    async fn abort(&self, session_id: &str) {
-        let Some(runtime) = self.runtime.upgrade() else {
-            return;
-        };
-        let Ok(engine) = runtime.approvals().await else {
-            return;
-        };
-        if let Err(e) = engine.cancel_waiting(session_id, "abort").await {
-            tracing::error!(error = %e, "cancelling the calls an aborted turn waited on failed");
-        }
+    fn host_class(&self, tool: &str) -> Option<Option<Class>> {
+        // keel's app-server tools that only report to the client.
+        (tool == crate::plan::PLAN_TOOL).then_some(Some(Class::Read))
+    }
+
+    fn mode(&self, call: &ToolCallInfo) -> Option<Mode> {
+        let (_, thread) = self.parts(&call.session_id)?;
+        Some(mode_for(&thread.state().approval_policy))
+    }
+
+    fn decider(&self) -> &str {
+        DECIDER
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::ServerNotification;
-use keel_core::ModelInfo;
 use keel_core::keel_approvals::{ApprovalEngine, EngineConfig};
+use keel_core::{EngineGate, ModelInfo};
 use keel_llm::Provider;
 use keel_session_store::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -100,8 +100,9 @@ pub struct Runtime {
     pub processes: Arc<ProcessTable>,
     /// `fs/watch` watches of every connection.
     pub watchers: crate::watch::Watchers,
-    /// The approvals engine, or why it could not be opened.
-    approvals: tokio::sync::OnceCell<Result<ApprovalEngine, String>>,
+    /// The approval gate of every thread: core's gate over the approvals
+    /// engine (opened on first use), with this server as its front end.
+    pub gate: Arc<EngineGate>,
     threads: Mutex<HashMap<String, Arc<LoadedThread>>>,
     connections: Mutex<HashMap<ConnectionId, Arc<Connection>>>,
     /// thread id → subscribed connections.
@@ -117,20 +118,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Runtime {
     pub fn new(config: AppServerConfig, models: Arc<dyn ModelSource>) -> Arc<Self> {
-        Arc::new(Self {
+        let gate = Arc::new(EngineGate::lazy(open_engine(
+            config.home.clone(),
+            config.approval_timeout,
+        )));
+        let runtime = Arc::new(Self {
+            gate,
             store: SessionStore::for_home(&config.home),
             config,
             models,
             broker: Broker::new(),
             processes: Arc::new(ProcessTable::default()),
             watchers: crate::watch::Watchers::default(),
-            approvals: tokio::sync::OnceCell::new(),
             threads: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),
             subscriptions: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
-        })
+        });
+        runtime
+            .gate
+            .set_frontend(Arc::new(crate::approvals::AppServerFrontend::new(
+                Arc::downgrade(&runtime),
+            )));
+        runtime
     }
 
     /// The approvals engine on the configured store (`$KEEL_HOME/keel.db`
@@ -140,30 +151,7 @@ impl Runtime {
     /// could not be opened: then every tool call that would need a decision
     /// is denied, saying why.
     pub async fn approvals(&self) -> Result<&ApprovalEngine, &str> {
-        self.approvals
-            .get_or_init(|| async {
-                let home = &self.config.home;
-                let clock = Arc::new(keel_core::keel_approvals::SystemClock);
-                let opened = match self.config.approval_timeout {
-                    None => ApprovalEngine::open_home(home, clock).await,
-                    Some(timeout) => {
-                        let config = EngineConfig {
-                            default_ttl: timeout,
-                            class_ttl: Vec::new(),
-                            ..EngineConfig::default()
-                        };
-                        ApprovalEngine::open_home_with(home, clock, config).await
-                    }
-                };
-                opened.map_err(|e| {
-                    let reason = e.to_string();
-                    tracing::error!("{reason}");
-                    reason
-                })
-            })
-            .await
-            .as_ref()
-            .map_err(String::as_str)
+        self.gate.opened().await
     }
 
     pub fn next_connection_id(&self) -> ConnectionId {
@@ -264,4 +252,22 @@ impl Runtime {
         }
         self.processes.kill_all().await;
     }
+}
+
+/// Opens the approvals engine on the configured store, with expiry as
+/// configured or `timeout` for every request.
+async fn open_engine(home: PathBuf, timeout: Option<Duration>) -> Result<ApprovalEngine, String> {
+    let clock = Arc::new(keel_core::keel_approvals::SystemClock);
+    let opened = match timeout {
+        None => ApprovalEngine::open_home(&home, clock).await,
+        Some(timeout) => {
+            let config = EngineConfig {
+                default_ttl: timeout,
+                class_ttl: Vec::new(),
+                ..EngineConfig::default()
+            };
+            ApprovalEngine::open_home_with(&home, clock, config).await
+        }
+    };
+    opened.map_err(|e| e.to_string())
 }

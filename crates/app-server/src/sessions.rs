@@ -15,7 +15,6 @@ use keel_llm::Provider;
 use keel_protocol::{ContentBlock, Message};
 use keel_session_store::{EntryBody, SessionSummary, SessionWriter};
 
-use crate::approvals::AppServerGate;
 use crate::rpc_error::RpcError;
 use crate::runtime::Runtime;
 use crate::thread_state::{LoadedThread, ThreadState};
@@ -165,7 +164,7 @@ fn spawn_thread(
         &runtime.config.home,
         model.clone(),
         provider,
-        Arc::new(AppServerGate::new(Arc::downgrade(runtime))),
+        runtime.gate.clone(),
     )
     .writer(writer.as_ref())
     .system_prompt(opts.base_instructions.clone())

@@ -17,14 +17,19 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use keel_approvals::{
-    ApprovalEngine, ApprovalRecord, CallContext, Class, GateOutcome, PendingRequest, Resolution,
-    Status, ToolOrigin, classify, messages,
+    ApprovalEngine, ApprovalRecord, CallContext, Class, GateOutcome, Mode, PendingRequest,
+    Resolution, Status, ToolOrigin, classify, messages,
 };
+use tokio::sync::OnceCell;
 
 use crate::deps::{ApprovalGate, GateDecision, Recovery, ToolCallInfo};
 
 /// Longest result text kept on an approval row.
 const OUTCOME_CHARS: usize = 4000;
+
+/// Held by the gate while it waits on a request (see
+/// [`ApprovalFrontend::held`]).
+pub type WaitGuard = Box<dyn std::any::Any + Send>;
 
 /// Who reads the notes about drafts at the start of a run.
 pub const DRAFT_NOTE_PREFIX: &str = "[approvals update]";
@@ -37,9 +42,42 @@ pub trait ApprovalFrontend: Send + Sync {
     /// `wait`), or was parked as a draft (delivery `draft`). Announce it.
     async fn requested(&self, request: &PendingRequest);
 
+    /// The gate is about to wait on the stored request for `call`:
+    /// announce it. What it returns is held while the wait lasts and
+    /// dropped when it ends or the run is cancelled (a front end that
+    /// counts waiting calls keeps its count there). By default:
+    /// [`Self::requested`].
+    async fn held(&self, request: &PendingRequest, call: &ToolCallInfo) -> WaitGuard {
+        let _ = call;
+        self.requested(request).await;
+        Box::new(())
+    }
+
     /// A waited-on request ended (decided, expired, cancelled).
     async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
         let _ = (request, resolution);
+    }
+
+    /// An aborted run cancelled `request` while the gate waited on it (the
+    /// wait itself is dropped). By default: [`Self::resolved`].
+    async fn cancelled(&self, request: &PendingRequest) {
+        let resolution = Resolution::Cancelled {
+            request_id: request.id.clone(),
+        };
+        self.resolved(request, &resolution).await;
+    }
+
+    /// The mode `call` is judged under, when the front end has its own
+    /// (the app-server's per-thread approval policy); `None`: the
+    /// workspace's effective mode.
+    fn mode(&self, call: &ToolCallInfo) -> Option<Mode> {
+        let _ = call;
+        None
+    }
+
+    /// Who decisions the gate takes for the front end are recorded as.
+    fn decider(&self) -> &str {
+        "user"
     }
 
     /// A refusal that comes before the approvals (an unattended
@@ -85,37 +123,59 @@ pub fn workspace_key(cwd: &Path) -> String {
 /// The gate of keel's sessions, over the approvals engine. One per process
 /// and workspace; every session of the process may share it.
 pub struct EngineGate {
-    engine: Result<ApprovalEngine, String>,
-    workspace: String,
+    engine: OnceCell<Result<ApprovalEngine, String>>,
+    /// Opens the engine on first use (a gate made with [`Self::lazy`]).
+    opener: std::sync::Mutex<Option<Opener>>,
+    /// The workspace every call is judged under; `None`: each call's own
+    /// ([`workspace_key`] of its cwd).
+    workspace: Option<String>,
     frontend: RwLock<Arc<dyn ApprovalFrontend>>,
 }
+
+/// Opens an engine, or says why it cannot.
+type Opener = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ApprovalEngine, String>> + Send + 'static>,
+>;
 
 impl std::fmt::Debug for EngineGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EngineGate")
             .field("workspace", &self.workspace)
-            .field("available", &self.engine.is_ok())
+            .field("available", &self.engine.get().map(Result::is_ok))
             .finish()
     }
 }
 
 impl EngineGate {
-    /// A gate over `engine` for calls in `workspace` (a [`workspace_key`]).
-    pub fn new(engine: ApprovalEngine, workspace: impl Into<String>) -> Self {
+    fn with(engine: Option<Result<ApprovalEngine, String>>, workspace: Option<String>) -> Self {
         Self {
-            engine: Ok(engine),
-            workspace: workspace.into(),
+            engine: OnceCell::new_with(engine),
+            opener: std::sync::Mutex::new(None),
+            workspace,
             frontend: RwLock::new(Arc::new(LogFrontend)),
         }
     }
 
+    /// A gate over `engine` for calls in `workspace` (a [`workspace_key`]).
+    pub fn new(engine: ApprovalEngine, workspace: impl Into<String>) -> Self {
+        Self::with(Some(Ok(engine)), Some(workspace.into()))
+    }
+
     /// A gate without an engine: every call is denied with `reason`.
     pub fn unavailable(reason: impl Into<String>, workspace: impl Into<String>) -> Self {
-        Self {
-            engine: Err(reason.into()),
-            workspace: workspace.into(),
-            frontend: RwLock::new(Arc::new(LogFrontend)),
-        }
+        Self::with(Some(Err(reason.into())), Some(workspace.into()))
+    }
+
+    /// A gate whose engine `open` opens on first use, judging each call
+    /// in its own workspace (a server whose threads have many): what the
+    /// app-server gives every thread, so a process that never runs a tool
+    /// never opens the store.
+    pub fn lazy(
+        open: impl std::future::Future<Output = Result<ApprovalEngine, String>> + Send + 'static,
+    ) -> Self {
+        let gate = Self::with(None, None);
+        *gate.opener.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::pin(open));
+        gate
     }
 
     /// Opens the engine on the approvals store configured for the keel
@@ -135,14 +195,36 @@ impl EngineGate {
         }
     }
 
-    /// The engine, or why there is none.
+    /// The engine, or why there is none (`Err` too for a lazy gate whose
+    /// engine is not opened yet: see [`Self::opened`]).
     pub fn engine(&self) -> Result<&ApprovalEngine, &str> {
-        self.engine.as_ref().map_err(String::as_str)
+        match self.engine.get() {
+            Some(opened) => opened.as_ref().map_err(String::as_str),
+            None => Err("the approvals store is not open yet"),
+        }
     }
 
-    /// The workspace key calls are judged under.
+    /// The engine, opened now if the gate is lazy, or why there is none.
+    pub async fn opened(&self) -> Result<&ApprovalEngine, &str> {
+        self.engine
+            .get_or_init(|| async {
+                let open = self.opener.lock().unwrap_or_else(|e| e.into_inner()).take();
+                match open {
+                    Some(open) => open.await.inspect_err(|reason| {
+                        tracing::error!("{reason}; every tool call will be denied");
+                    }),
+                    None => Err("the approvals store was never configured".to_owned()),
+                }
+            })
+            .await
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// The workspace key calls are judged under (empty for a gate that
+    /// judges each call in its own).
     pub fn workspace(&self) -> &str {
-        &self.workspace
+        self.workspace.as_deref().unwrap_or_default()
     }
 
     /// Installs the front end that announces held calls.
@@ -159,7 +241,10 @@ impl EngineGate {
 
     fn context(&self, call: &ToolCallInfo, frontend: &dyn ApprovalFrontend) -> CallContext {
         CallContext {
-            workspace: self.workspace.clone(),
+            workspace: match &self.workspace {
+                Some(w) => w.clone(),
+                None => workspace_key(&call.cwd),
+            },
             cwd: call.cwd.clone(),
             session_id: call.session_id.clone(),
             call_id: call.call_id.clone(),
@@ -273,19 +358,20 @@ impl ApprovalGate for EngineGate {
         if let Some(message) = frontend.refuse(call) {
             return GateDecision::deny(message);
         }
-        let engine = match &self.engine {
+        let engine = match self.opened().await {
             Ok(engine) => engine,
             Err(reason) => return failed(reason),
         };
+        let mode = frontend.mode(call);
         let outcome = engine
-            .gate_check(&self.context(call, frontend.as_ref()))
+            .gate_check_in(&self.context(call, frontend.as_ref()), mode)
             .await;
         self.decision(outcome, frontend.as_ref()).await
     }
 
-    async fn wait(&self, _call: &ToolCallInfo, approval_id: &str) -> GateDecision {
+    async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {
         let frontend = self.frontend();
-        let engine = match &self.engine {
+        let engine = match self.opened().await {
             Ok(engine) => engine,
             Err(reason) => return failed(reason),
         };
@@ -294,11 +380,13 @@ impl ApprovalGate for EngineGate {
             Err(e) => return failed(e),
         };
         // Stored first (by `check`), announced now, then waited on.
-        frontend.requested(&request).await;
+        let guard = frontend.held(&request, call).await;
         // The wait ends on a decision or expiry; a cancelled run drops this
         // future (an abort has the loop call `abort` first).
         let never = tokio_util::sync::CancellationToken::new();
-        let resolution = match engine.wait(approval_id, &never).await {
+        let resolution = engine.wait(approval_id, &never).await;
+        drop(guard);
+        let resolution = match resolution {
             Ok(r) => r,
             Err(e) => return failed(e),
         };
@@ -317,11 +405,11 @@ impl ApprovalGate for EngineGate {
         call: &ToolCallInfo,
         decision: &GateDecision,
     ) -> Option<keel_session_store::ApprovalEntry> {
-        crate::approval_entry::describe(self.engine.as_ref().ok()?, call, decision).await
+        crate::approval_entry::describe(self.opened().await.ok()?, call, decision).await
     }
 
     async fn finish(&self, _call: &ToolCallInfo, approval_id: &str, outcome: &str, is_error: bool) {
-        if let Ok(engine) = &self.engine
+        if let Ok(engine) = self.opened().await
             && let Err(e) = engine
                 .finish(approval_id, Some(cut(outcome)), is_error)
                 .await
@@ -331,8 +419,11 @@ impl ApprovalGate for EngineGate {
     }
 
     async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {
-        let Ok(engine) = &self.engine else { return 0 };
-        match engine.decline_waiting(session_id, message, "user").await {
+        let Ok(engine) = self.opened().await else {
+            return 0;
+        };
+        let decider = self.frontend().decider().to_owned();
+        match engine.decline_waiting(session_id, message, &decider).await {
             Ok(ids) => ids.len(),
             Err(e) => {
                 tracing::error!(error = %e, "declining the waiting calls failed");
@@ -342,7 +433,9 @@ impl ApprovalGate for EngineGate {
     }
 
     async fn abort(&self, session_id: &str) {
-        let Ok(engine) = &self.engine else { return };
+        let Ok(engine) = self.opened().await else {
+            return;
+        };
         let rows = match engine.cancel_waiting(session_id, "abort").await {
             Ok(rows) => rows,
             Err(e) => {
@@ -352,19 +445,14 @@ impl ApprovalGate for EngineGate {
         };
         let frontend = self.frontend();
         for row in rows {
-            let resolution = Resolution::Cancelled {
-                request_id: row.id.clone(),
-            };
-            frontend
-                .resolved(&PendingRequest::from_record(&row), &resolution)
-                .await;
+            frontend.cancelled(&PendingRequest::from_record(&row)).await;
         }
     }
 
     async fn recover(&self, call: &ToolCallInfo) -> Recovery {
         let frontend = self.frontend();
         let context = self.context(call, frontend.as_ref());
-        match &self.engine {
+        match self.opened().await {
             Ok(engine) => recover_from(engine, &context).await,
             // No engine: `check` will deny whatever is asked.
             Err(_) => Recovery::Recorded,
@@ -372,7 +460,7 @@ impl ApprovalGate for EngineGate {
     }
 
     async fn take_notes(&self, session_id: &str) -> Vec<String> {
-        let Ok(engine) = &self.engine else {
+        let Ok(engine) = self.opened().await else {
             return Vec::new();
         };
         match engine.take_draft_outcomes(session_id).await {

@@ -51,7 +51,8 @@ pub use deps::{
 };
 pub use drafts::send_draft;
 pub use engine_gate::{
-    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, recover_from, workspace_key,
+    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, recover_from,
+    workspace_key,
 };
 pub use error::{Error, Result};
 pub use history::{ContextUsage, SessionStats, TokenTotals, context_tokens, estimate_tokens};
