@@ -13,8 +13,8 @@ use keel_approvals::{
 };
 use keel_session_store::{ApprovalDecision, ApprovalEntry, EntryBody};
 
+use crate::ctx::RunCtx;
 use crate::deps::{GateDecision, ToolCallInfo};
-use crate::run::RunCtx;
 
 /// How many audit lines of a call are read to find its latest verdict.
 const AUDIT_LOOKBACK: usize = 16;

@@ -23,7 +23,8 @@ use crate::compaction::CompactionSettings;
 use crate::config::{ModelInfo, SessionConfig};
 use crate::deps::{ApprovalGate, NullLog, SessionLog, SystemClock};
 use crate::retry::RetryPolicy;
-use crate::session::{Session, SessionDeps};
+use crate::session::Session;
+use crate::state::SessionDeps;
 
 /// The files read as project instructions, first found wins.
 pub const PROJECT_INSTRUCTION_FILES: &[&str] = &["AGENTS.md", "CLAUDE.md"];

@@ -37,9 +37,11 @@ use keel_session_store::{Context, EntryBody};
 use tokio_util::sync::CancellationToken;
 
 use crate::assemble::MessageBuilder;
-use crate::history::{context_tokens, estimate_tokens, move_leaf, rebuild, record};
-use crate::run::RunCtx;
-use crate::session::lock;
+pub use crate::config::CompactionSettings;
+use crate::context::{context_tokens, estimate_tokens};
+use crate::ctx::RunCtx;
+use crate::history::{move_leaf, rebuild, record};
+use crate::state::lock;
 
 /// The system prompt of the summarisation call.
 pub const SYSTEM_PROMPT: &str = "You are a context summarization assistant. You read a \
@@ -77,57 +79,6 @@ merge it into the new one: nothing it says that still matters may be lost.";
 
 /// Longest tool result text put into the summarisation request.
 const TOOL_RESULT_CHARS: usize = 2000;
-
-/// When and how the conversation is compacted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompactionSettings {
-    /// Compact automatically (threshold and overflow).
-    pub enabled: bool,
-    /// Room kept free in the window: compaction starts once the context is
-    /// larger than `context_window - reserve_tokens` (the reserve is capped
-    /// at a quarter of the window). It also bounds the summary's length.
-    pub reserve_tokens: u64,
-    /// About how many tokens of the newest messages stay as they are
-    /// (capped at a quarter of the window).
-    pub keep_recent_tokens: u64,
-}
-
-impl Default for CompactionSettings {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            reserve_tokens: 16_384,
-            keep_recent_tokens: 20_000,
-        }
-    }
-}
-
-impl CompactionSettings {
-    /// The context size above which compaction starts (0: never).
-    pub fn threshold(&self, window: u64) -> u64 {
-        if window == 0 {
-            return 0;
-        }
-        window - self.reserve_tokens.min(window / 4)
-    }
-
-    fn keep_budget(&self, window: u64) -> u64 {
-        if window == 0 {
-            self.keep_recent_tokens
-        } else {
-            self.keep_recent_tokens.min(window / 4)
-        }
-    }
-
-    fn summary_tokens(&self, window: u64) -> u64 {
-        let reserve = if window == 0 {
-            self.reserve_tokens
-        } else {
-            self.reserve_tokens.min(window / 4)
-        };
-        (reserve * 4 / 5).max(256)
-    }
-}
 
 /// How a compaction ended badly.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use keel_llm::{InputModality, ModelCost, ModelEntry};
 use keel_protocol::{InterruptMode, Message, QueueMode, ThinkingLevel, Usage};
 
-pub use crate::compaction::CompactionSettings;
 pub use crate::retry::RetryPolicy;
 
 /// Price per million tokens, in US dollars.
@@ -162,6 +161,83 @@ impl SessionConfig {
             compaction: CompactionSettings::default(),
         }
     }
+}
+
+/// When and how the conversation is compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionSettings {
+    /// Compact automatically (threshold and overflow).
+    pub enabled: bool,
+    /// Room kept free in the window: compaction starts once the context is
+    /// larger than `context_window - reserve_tokens` (the reserve is capped
+    /// at a quarter of the window). It also bounds the summary's length.
+    pub reserve_tokens: u64,
+    /// About how many tokens of the newest messages stay as they are
+    /// (capped at a quarter of the window).
+    pub keep_recent_tokens: u64,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            reserve_tokens: 16_384,
+            keep_recent_tokens: 20_000,
+        }
+    }
+}
+
+impl CompactionSettings {
+    /// The context size above which compaction starts (0: never).
+    pub fn threshold(&self, window: u64) -> u64 {
+        if window == 0 {
+            return 0;
+        }
+        window - self.reserve_tokens.min(window / 4)
+    }
+
+    pub(crate) fn keep_budget(&self, window: u64) -> u64 {
+        if window == 0 {
+            self.keep_recent_tokens
+        } else {
+            self.keep_recent_tokens.min(window / 4)
+        }
+    }
+
+    pub(crate) fn summary_tokens(&self, window: u64) -> u64 {
+        let reserve = if window == 0 {
+            self.reserve_tokens
+        } else {
+            self.reserve_tokens.min(window / 4)
+        };
+        (reserve * 4 / 5).max(256)
+    }
+}
+
+/// How many reminders a run sends at most when RPC-style reminders are on.
+pub const DEFAULT_TODO_REMINDERS: u32 = 3;
+
+/// What the todo list does when the agent is about to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TodoPolicy {
+    /// Reminders per run while tasks are unfinished (0: none).
+    pub max_reminders: u32,
+    /// Empty the list once every task is done.
+    pub auto_clear: bool,
+}
+
+impl TodoPolicy {
+    /// No reminders, no clearing: the list only holds what it is given.
+    pub const OFF: Self = Self {
+        max_reminders: 0,
+        auto_clear: false,
+    };
+    /// The behaviour of the RPC protocol: up to
+    /// [`DEFAULT_TODO_REMINDERS`] reminders per run, cleared when done.
+    pub const REMIND: Self = Self {
+        max_reminders: DEFAULT_TODO_REMINDERS,
+        auto_clear: true,
+    };
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ mod assemble;
 mod builder;
 pub mod compaction;
 mod config;
+mod context;
+mod ctx;
 mod deps;
 mod drafts;
 mod engine_gate;
@@ -35,6 +37,7 @@ mod resume;
 mod retry;
 mod run;
 mod session;
+mod state;
 mod todo;
 mod tool_exec;
 
@@ -45,6 +48,7 @@ pub use approval_entry::describe as describe_approval;
 pub use builder::{PROJECT_INSTRUCTION_FILES, SessionBuilder, project_instructions, scratch_dir};
 pub use compaction::CompactionSettings;
 pub use config::{ModelInfo, ModelPricing, SessionConfig};
+pub use context::{context_tokens, estimate_tokens};
 pub use deps::{
     AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, Recovery, SessionLog,
     SystemClock, ToolCallInfo,
@@ -55,12 +59,11 @@ pub use engine_gate::{
     workspace_key,
 };
 pub use error::{Error, Result};
-pub use history::{ContextUsage, SessionStats, TokenTotals, context_tokens, estimate_tokens};
+pub use history::{ContextUsage, SessionStats, TokenTotals};
 pub use keel_approvals;
 pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, RetryPolicy};
-pub use session::{
-    Delivery, QueueKind, Session, SessionDeps, SessionHandle, SessionSnapshot, shutdown_split,
-};
+pub use session::{Delivery, QueueKind, Session, SessionHandle, SessionSnapshot, shutdown_split};
+pub use state::SessionDeps;
 pub use todo::{DEFAULT_TODO_REMINDERS, TodoPolicy};
 
 /// Capacity of the op channel into a session task.

@@ -37,84 +37,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 use keel_llm::{ErrorKind, ModelRequest};
 use keel_protocol::{
-    AgentEvent, AssistantMessage, CompactionReason, ContentBlock, Message, StopReason, UserInput,
-    UserMessage,
+    AgentEvent, AssistantMessage, CompactionReason, Message, StopReason, UserInput,
 };
-use keel_session_store::EntryBody;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::assemble::MessageBuilder;
+use crate::ctx::RunCtx;
 use crate::prompt::system_prompt;
-use crate::session::{SessionDeps, SharedState, lock};
+use crate::state::lock;
 use crate::tool_exec::{ToolCallOutcome, execute_tool_calls};
-
-/// What a run needs; cheap to clone.
-#[derive(Clone)]
-pub(crate) struct RunCtx {
-    pub shared: SharedState,
-    pub deps: Arc<SessionDeps>,
-    pub events: mpsc::Sender<AgentEvent>,
-}
-
-impl RunCtx {
-    /// Sends an event; a consumer that went away is not an error for the loop.
-    pub async fn emit(&self, event: AgentEvent) {
-        let _ = self.events.send(event).await;
-    }
-
-    /// Appends a message to the history and the session log, then announces
-    /// its end.
-    pub async fn commit_message(&self, message: Message) {
-        self.commit_entry(message).await;
-    }
-
-    /// [`commit_message`](Self::commit_message), returning the id of the
-    /// message's session entry.
-    pub async fn commit_entry(&self, message: Message) -> Option<String> {
-        {
-            let mut guard = lock(&self.shared);
-            let s = &mut *guard;
-            s.context.messages_mut(&s.tree).push(message.clone());
-        }
-        let recorded = crate::history::record(
-            &self.shared,
-            self.deps.log.as_ref(),
-            self.deps.clock.as_ref(),
-            EntryBody::Message {
-                message: message.clone(),
-            },
-        )
-        .await;
-        let id = match recorded {
-            Ok(entry) => Some(entry.id),
-            Err(e) => {
-                tracing::error!(error = %e, "appending to the session log failed");
-                lock(&self.shared).tree.leaf().map(str::to_owned)
-            }
-        };
-        self.emit(AgentEvent::MessageEnd { message }).await;
-        id
-    }
-
-    pub async fn flush_log(&self) {
-        if let Err(e) = self.deps.log.flush().await {
-            tracing::error!(error = %e, "flushing the session log failed");
-        }
-    }
-
-    fn user_message(&self, input: UserInput) -> Message {
-        let mut content = Vec::with_capacity(1 + input.images.len());
-        if !input.message.is_empty() || input.images.is_empty() {
-            content.push(ContentBlock::text(input.message));
-        }
-        content.extend(input.images.into_iter().map(ContentBlock::from));
-        Message::User(UserMessage {
-            content,
-            timestamp: self.deps.clock.now_ms(),
-        })
-    }
-}
 
 /// How a run starts.
 pub(crate) enum Start {

@@ -17,7 +17,7 @@
 //! a crash or kill cut off (see [`crate::resume`]).
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use keel_llm::Provider;
 use keel_protocol::{
@@ -31,73 +31,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ModelInfo, SessionConfig};
-use crate::deps::{ApprovalGate, Clock, SessionLog};
+use crate::ctx::RunCtx;
 use crate::queue::Queues;
-use crate::run::{RunCtx, Start, run_agent};
+use crate::run::{Start, run_agent};
+use crate::state::{SessionDeps, Shared, SharedState, lock};
 use crate::{EVENT_CHANNEL_CAPACITY, Error, OP_CHANNEL_CAPACITY, Result};
 
 mod resume_ops;
-
-/// Everything the loop reaches through a trait.
-#[derive(Clone)]
-pub struct SessionDeps {
-    /// The initial provider (replaced by [`SessionHandle::set_model`]).
-    pub provider: Arc<dyn Provider>,
-    /// The initial tools (replaced by [`SessionHandle::set_tools`]).
-    pub tools: Vec<Arc<dyn Tool>>,
-    pub fs: Arc<dyn FileSystem>,
-    pub process: Arc<dyn ProcessRunner>,
-    pub gate: Arc<dyn ApprovalGate>,
-    pub clock: Arc<dyn Clock>,
-    pub log: Arc<dyn SessionLog>,
-}
-
-/// State shared between the handle, the session task and a running run.
-pub(crate) struct Shared {
-    pub config: SessionConfig,
-    /// The messages the model sees: the context of the tree's active
-    /// branch (read from the tree until the loop needs its own copy).
-    pub context: crate::history::ModelContext,
-    pub queues: Queues,
-    pub running: bool,
-    pub provider: Arc<dyn Provider>,
-    pub tools: Vec<Arc<dyn Tool>>,
-    pub session_name: Option<String>,
-    pub todos: Vec<TodoPhase>,
-    /// What the todo list does when a run is about to stop.
-    pub todo_policy: crate::todo::TodoPolicy,
-    /// User messages (for example a host's shell output) that go into the
-    /// conversation ahead of the next prompt.
-    pub pending_context: Vec<UserInput>,
-    /// Whether failed model calls are retried (starts as
-    /// `config.retry.enabled`; toggled by [`SessionHandle::set_auto_retry`]).
-    pub auto_retry: bool,
-    /// Set while a run waits before a retry; cancelling it gives up the
-    /// retry ([`SessionHandle::abort_retry`]).
-    pub retry_wait: Option<CancellationToken>,
-    /// The user aborted the current run (as opposed to a shutdown): calls
-    /// its turn waits on are cancelled, not left pending.
-    pub abort_requested: bool,
-    /// Every entry of the session (a mirror of the log) and the leaf;
-    /// `context` is the context of its active branch.
-    pub tree: keel_session_store::SessionTree,
-    /// Keeps the tree's order the log's order.
-    pub record_lock: Arc<tokio::sync::Mutex<()>>,
-    /// Whether the conversation is compacted automatically.
-    pub auto_compaction: bool,
-    /// Cancels the compaction asked for with [`SessionHandle::compact`].
-    pub compacting: Option<CancellationToken>,
-    /// A compaction (automatic or asked for) is running.
-    pub is_compacting: bool,
-}
-
-pub(crate) type SharedState = Arc<Mutex<Shared>>;
-
-/// Locks the shared state, recovering from a poisoned lock (a panicking
-/// task must not take the whole session down).
-pub(crate) fn lock(shared: &SharedState) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// A point-in-time view of a session.
 #[derive(Debug, Clone, PartialEq)]
@@ -582,9 +522,9 @@ impl Session {
         // A session opened from a file reads its context from the tree
         // until the loop needs a copy (no copy of a long history to open it).
         let context = if tree.entries().is_empty() {
-            crate::history::ModelContext::of(config.initial_messages.clone())
+            crate::context::ModelContext::of(config.initial_messages.clone())
         } else {
-            crate::history::ModelContext::from_tree()
+            crate::context::ModelContext::from_tree()
         };
         let shared = Arc::new(Mutex::new(Shared {
             context,

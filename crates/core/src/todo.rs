@@ -17,34 +17,9 @@
 
 use keel_protocol::{AgentEvent, TodoPhase, TodoStatus, TodoTask, UserInput};
 
-use crate::run::RunCtx;
-use crate::session::Shared;
-
-/// How many reminders a run sends at most when RPC-style reminders are on.
-pub const DEFAULT_TODO_REMINDERS: u32 = 3;
-
-/// What the todo list does when the agent is about to stop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TodoPolicy {
-    /// Reminders per run while tasks are unfinished (0: none).
-    pub max_reminders: u32,
-    /// Empty the list once every task is done.
-    pub auto_clear: bool,
-}
-
-impl TodoPolicy {
-    /// No reminders, no clearing: the list only holds what it is given.
-    pub const OFF: Self = Self {
-        max_reminders: 0,
-        auto_clear: false,
-    };
-    /// The behaviour of the RPC protocol: up to
-    /// [`DEFAULT_TODO_REMINDERS`] reminders per run, cleared when done.
-    pub const REMIND: Self = Self {
-        max_reminders: DEFAULT_TODO_REMINDERS,
-        auto_clear: true,
-    };
-}
+pub use crate::config::{DEFAULT_TODO_REMINDERS, TodoPolicy};
+use crate::ctx::RunCtx;
+use crate::state::Shared;
 
 /// What happens instead of stopping.
 #[derive(Debug, Clone, PartialEq)]

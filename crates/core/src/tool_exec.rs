@@ -24,9 +24,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::TOOL_UPDATE_CAPACITY;
+use crate::ctx::RunCtx;
 use crate::deps::{GateDecision, Recovery, ToolCallInfo};
-use crate::run::RunCtx;
-use crate::session::lock;
+use crate::state::lock;
 
 /// Text of the result given to a call that was cut short by an abort.
 pub const ABORTED_TEXT: &str = "Tool execution was aborted";
@@ -34,7 +34,7 @@ pub const ABORTED_TEXT: &str = "Tool execution was aborted";
 pub const SKIPPED_TEXT: &str = "Skipped due to queued user message.";
 
 /// `(id, name, arguments)` of one call.
-pub(crate) type Call = (String, String, Value);
+pub(crate) use crate::context::Call;
 
 #[derive(Default)]
 pub(crate) struct ToolCallOutcome {

@@ -3,8 +3,9 @@
 //! run that finishes it (the run itself is [`crate::resume`]). It must not
 //! know about front ends.
 
-use super::{SessionHandle, TaskOp, lock};
+use super::{SessionHandle, TaskOp};
 use crate::error::{Error, Result};
+use crate::state::lock;
 
 impl SessionHandle {
     /// Whether [`Self::resume_interrupted`] would start a run now: the
