@@ -51,6 +51,7 @@ use keel_core::{ApprovalFrontend, ToolCallInfo, WaitGuard, workspace_key};
 use serde_json::Value;
 
 use crate::items::{bash_command, command_actions};
+use crate::notify::Notifier;
 use crate::outbound::Connection;
 use crate::runtime::Runtime;
 use crate::thread_state::LoadedThread;
@@ -101,11 +102,12 @@ pub struct AppServerFrontend {
     runtime: Weak<Runtime>,
 }
 
-impl AppServerFrontend {
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
-    }
+/// The app-server's front end for `runtime` (what [`Runtime::new`] takes).
+pub fn frontend(runtime: Weak<Runtime>) -> Arc<dyn ApprovalFrontend> {
+    Arc::new(AppServerFrontend { runtime })
+}
 
+impl AppServerFrontend {
     fn parts(&self, session_id: &str) -> Option<(Arc<Runtime>, Arc<LoadedThread>)> {
         let runtime = self.runtime.upgrade()?;
         let thread = runtime.thread(session_id)?;
@@ -252,7 +254,7 @@ impl ApprovalFrontend for AppServerFrontend {
         runtime
             .broker
             .announce(
-                &runtime,
+                runtime.as_ref(),
                 &request.id,
                 request_for_row(request, &call.args, turn_id, &cwd),
             )

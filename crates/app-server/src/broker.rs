@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::ServerRequest;
 
+use crate::notify::Notifier;
 use crate::outbound::{Connection, ConnectionId};
-use crate::runtime::Runtime;
 
 /// One request on the wire.
 #[derive(Debug, Clone)]
@@ -71,12 +71,12 @@ impl Broker {
     /// the wire keeps its id.
     pub async fn announce(
         &self,
-        runtime: &Runtime,
+        notifier: &dyn Notifier,
         approval_id: &str,
         request: ServerRequest,
     ) -> i64 {
         let thread_id = request.thread_id().to_owned();
-        let targets = runtime.subscribers(&thread_id);
+        let targets = notifier.subscribers(&thread_id);
         let id = {
             let mut state = self.lock();
             let id = match state.by_approval.get(approval_id) {
@@ -229,7 +229,7 @@ impl Broker {
 mod tests {
     use super::*;
     use crate::outbound::{ClientCaps, SlowClientPolicy};
-    use crate::runtime::{AppServerConfig, ModelSource};
+    use crate::runtime::{AppServerConfig, ModelSource, Runtime};
     use keel_app_server_protocol::v2::FileChangeRequestApprovalParams;
     use keel_core::ModelInfo;
     use keel_llm::Provider;
@@ -289,10 +289,11 @@ mod tests {
         let rt = Runtime::new(
             AppServerConfig::new(dir.path().into(), dir.path().into()),
             Arc::new(NoModels),
+            crate::approvals::frontend,
         );
         let (a, mut rx_a) = connect(&rt);
         let (b, mut rx_b) = connect(&rt);
-        let id = rt.broker.announce(&rt, "apr_1", request()).await;
+        let id = rt.broker.announce(rt.as_ref(), "apr_1", request()).await;
         let sent = frame(&mut rx_a).await;
         assert_eq!(sent["method"], "item/fileChange/requestApproval");
         assert_eq!(sent["id"], id);
@@ -326,11 +327,12 @@ mod tests {
         let rt = Runtime::new(
             AppServerConfig::new(dir.path().into(), dir.path().into()),
             Arc::new(NoModels),
+            crate::approvals::frontend,
         );
         let (a, mut rx) = connect(&rt);
         rt.broker.send_to(&a, "apr_old", request).await;
         let old = frame(&mut rx).await["id"].as_i64().unwrap();
-        let live = rt.broker.announce(&rt, "apr_new", request()).await;
+        let live = rt.broker.announce(rt.as_ref(), "apr_new", request()).await;
         assert_ne!(old, live);
         assert_eq!(rt.broker.withdraw_live("t"), vec![live]);
         assert_eq!(rt.broker.pending_count(), 1);

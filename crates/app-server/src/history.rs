@@ -183,6 +183,20 @@ pub fn error_if_failed(status: TurnStatus, error: Option<TurnError>) -> Option<T
     }
 }
 
+/// The text of the first user message.
+pub fn preview_of(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            Message::User(u) => u.content.iter().find_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.clone()),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

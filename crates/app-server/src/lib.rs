@@ -29,6 +29,7 @@ pub mod handlers;
 pub mod history;
 pub mod items;
 pub mod metadata;
+pub mod notify;
 pub mod outbound;
 pub mod plan;
 pub mod pty;

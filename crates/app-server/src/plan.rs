@@ -17,7 +17,7 @@ use keel_tools::{Tool, ToolContext, ToolOutput};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::runtime::Runtime;
+use crate::notify::Notifier;
 use crate::thread_state::LoadedThread;
 
 /// The tool's name.
@@ -89,7 +89,7 @@ fn todos_of(args: &PlanArgs) -> Vec<TodoPhase> {
 /// plan announced. Arguments that do not parse are left to the tool's
 /// own error result.
 pub async fn announce(
-    runtime: &Runtime,
+    notifier: &dyn Notifier,
     thread: &Arc<LoadedThread>,
     turn_id: String,
     args: &Value,
@@ -107,7 +107,7 @@ pub async fn announce(
     {
         tracing::warn!(error = %e, "cannot record the plan as the session's todos");
     }
-    runtime
+    notifier
         .notify_thread(
             &thread.id,
             &ServerNotification::TurnPlanUpdated(TurnPlanUpdatedNotification {

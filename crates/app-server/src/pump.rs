@@ -22,26 +22,16 @@ use keel_app_server_protocol::v2::{
     TurnError, TurnItemsView, TurnNotification, TurnStatus,
 };
 use keel_protocol::{AgentEvent, AssistantMessageEvent, Message, StopReason, ToolResult, Usage};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::errors::turn_error;
 use crate::history::{error_if_failed, summarize};
 use crate::items::{Ending, completed_item, result_text, started_item, user_inputs};
+use crate::notify::Notifier;
 use crate::runtime::Runtime;
 use crate::thread_state::{ActiveTurn, LoadedThread, TURN_READY_WAIT};
 
-/// What other tasks ask the pump to send, in order with the turn's events.
-#[derive(Debug)]
-pub enum Control {
-    /// A held tool call (core emits its start only once it is decided):
-    /// announce its item now; `done` fires once it is sent.
-    AnnounceHeld {
-        call_id: String,
-        tool: String,
-        args: serde_json::Value,
-        done: oneshot::Sender<()>,
-    },
-}
+pub use crate::thread_state::Control;
 
 /// Room for control messages.
 pub const CONTROL_CAPACITY: usize = 16;
@@ -351,7 +341,7 @@ impl Pump {
         {
             let mut s = self.thread.state();
             if s.preview.is_empty() {
-                s.preview = crate::sessions::preview_of(&[Message::User(user.clone())]);
+                s.preview = crate::history::preview_of(&[Message::User(user.clone())]);
             }
         }
         let id = self.next_item_id("user");
@@ -609,7 +599,7 @@ impl Pump {
         }
         if tool == crate::plan::PLAN_TOOL {
             let turn_id = self.turn_id();
-            crate::plan::announce(&self.runtime, &self.thread, turn_id, &args).await;
+            crate::plan::announce(self.runtime.as_ref(), &self.thread, turn_id, &args).await;
             return;
         }
         let cwd = self.thread.state().cwd.clone();

@@ -10,13 +10,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use keel_app_server_protocol::RequestId;
-use keel_app_server_protocol::v2::ServerNotification;
 use keel_core::keel_approvals::{ApprovalEngine, EngineConfig};
-use keel_core::{EngineGate, ModelInfo};
+use keel_core::{ApprovalFrontend, EngineGate, ModelInfo};
 use keel_llm::Provider;
 use keel_session_store::SessionStore;
 use tokio_util::sync::CancellationToken;
@@ -117,7 +116,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Runtime {
-    pub fn new(config: AppServerConfig, models: Arc<dyn ModelSource>) -> Arc<Self> {
+    /// A runtime whose approval gate announces held calls through the
+    /// front end `frontend` makes for it (the app-server's is
+    /// `approvals::frontend`).
+    pub fn new(
+        config: AppServerConfig,
+        models: Arc<dyn ModelSource>,
+        frontend: impl FnOnce(Weak<Runtime>) -> Arc<dyn ApprovalFrontend>,
+    ) -> Arc<Self> {
         let gate = Arc::new(EngineGate::lazy(open_engine(
             config.home.clone(),
             config.approval_timeout,
@@ -138,9 +144,7 @@ impl Runtime {
         });
         runtime
             .gate
-            .set_frontend(Arc::new(crate::approvals::AppServerFrontend::new(
-                Arc::downgrade(&runtime),
-            )));
+            .set_frontend(frontend(Arc::downgrade(&runtime)));
         runtime
     }
 
@@ -236,13 +240,6 @@ impl Runtime {
         out
     }
 
-    /// Sends a notification to every connection subscribed to a thread.
-    pub async fn notify_thread(&self, thread_id: &str, notification: &ServerNotification) {
-        for conn in self.subscribers(thread_id) {
-            conn.notify(notification).await;
-        }
-    }
-
     /// Stops every loaded thread (aborting runs) and flushes its file.
     pub async fn shutdown_threads(&self) {
         self.shutdown.cancel();
@@ -251,6 +248,12 @@ impl Runtime {
             t.stop().await;
         }
         self.processes.kill_all().await;
+    }
+}
+
+impl crate::notify::Notifier for Runtime {
+    fn subscribers(&self, thread_id: &str) -> Vec<Arc<Connection>> {
+        Runtime::subscribers(self, thread_id)
     }
 }
 

@@ -12,7 +12,7 @@ use keel_app_server_protocol::v2::{
 };
 use keel_core::{ModelInfo, ModelPricing, SessionBuilder};
 use keel_llm::Provider;
-use keel_protocol::{ContentBlock, Message};
+use keel_protocol::Message;
 use keel_session_store::{EntryBody, SessionSummary, SessionWriter};
 
 use crate::rpc_error::RpcError;
@@ -113,20 +113,6 @@ pub fn model_warning(runtime: &Runtime, model: &ModelInfo) -> Option<String> {
         .and_then(|(_, warning)| warning)
 }
 
-/// The text of the first user message.
-pub fn preview_of(messages: &[Message]) -> String {
-    messages
-        .iter()
-        .find_map(|m| match m {
-            Message::User(u) => u.content.iter().find_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.clone()),
-                _ => None,
-            }),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
 fn resolve_cwd(runtime: &Runtime, cwd: Option<&Path>) -> PathBuf {
     match cwd {
         Some(c) if c.is_absolute() => keel_tools::normalize_path(c),
@@ -193,7 +179,7 @@ fn spawn_thread(
         created_at,
         updated_at: now_secs(),
         name,
-        preview: preview_of(&history),
+        preview: crate::history::preview_of(&history),
         originator: opts.originator.clone(),
         forked_from,
         status: ThreadStatus::Idle,

@@ -21,6 +21,19 @@ use tokio::task::JoinHandle;
 
 use crate::outbound::ConnectionId;
 
+/// What other tasks ask the pump to send, in order with the turn's events.
+#[derive(Debug)]
+pub enum Control {
+    /// A held tool call (core emits its start only once it is decided):
+    /// announce its item now; `done` fires once it is sent.
+    AnnounceHeld {
+        call_id: String,
+        tool: String,
+        args: serde_json::Value,
+        done: oneshot::Sender<()>,
+    },
+}
+
 /// How long the event pump waits for a `turn/start` response to be queued
 /// before it announces the turn anyway.
 pub const TURN_READY_WAIT: Duration = Duration::from_secs(5);
@@ -88,7 +101,7 @@ pub struct LoadedThread {
     pub writer: Option<SessionWriter>,
     state: Mutex<ThreadState>,
     /// Asks the event pump for things only it may send (in order).
-    control: Mutex<Option<mpsc::Sender<crate::pump::Control>>>,
+    control: Mutex<Option<mpsc::Sender<Control>>>,
     task: Mutex<Option<JoinHandle<()>>>,
     pump: Mutex<Option<JoinHandle<()>>>,
 }
@@ -116,7 +129,7 @@ impl LoadedThread {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn set_pump(&self, pump: JoinHandle<()>, control: mpsc::Sender<crate::pump::Control>) {
+    pub fn set_pump(&self, pump: JoinHandle<()>, control: mpsc::Sender<Control>) {
         if let Ok(mut p) = self.pump.lock() {
             *p = Some(pump);
         }
@@ -132,7 +145,7 @@ impl LoadedThread {
         let Some(control) = control else { return };
         let (done, announced) = oneshot::channel();
         let sent = control
-            .send(crate::pump::Control::AnnounceHeld {
+            .send(Control::AnnounceHeld {
                 call_id: call_id.to_owned(),
                 tool: tool.to_owned(),
                 args: args.clone(),

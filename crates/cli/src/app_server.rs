@@ -195,6 +195,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
             retry,
             compaction: settings.compaction,
         }),
+        keel_app_server::approvals::frontend,
     );
     match listen {
         Listen::Stdio => {

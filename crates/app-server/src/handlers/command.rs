@@ -10,7 +10,7 @@ use keel_app_server_protocol::v2::{
 };
 
 use crate::commands;
-use crate::dispatch::{Reply, RequestCtx, ok};
+use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
 pub fn exec(ctx: &mut RequestCtx, p: CommandExecParams) -> Result<Reply, RpcError> {

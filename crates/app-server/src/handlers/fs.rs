@@ -12,7 +12,7 @@ use keel_app_server_protocol::v2::{
     FsUnwatchParams, FsWatchParams, FsWatchResponse, FsWriteFileParams,
 };
 
-use crate::dispatch::{Reply, RequestCtx, ok};
+use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
 /// An absolute path with no `.`/`..` components.

@@ -3,7 +3,7 @@
 
 use keel_app_server_protocol::v2::{InitializeParams, InitializeResponse};
 
-use crate::dispatch::{Reply, RequestCtx, ok};
+use crate::handlers::{Reply, RequestCtx, ok};
 use crate::outbound::ClientCaps;
 use crate::rpc_error::RpcError;
 

@@ -11,7 +11,7 @@ use keel_core::ModelInfo;
 use keel_protocol::ThinkingLevel;
 use serde_json::{Map, json};
 
-use crate::dispatch::{Reply, RequestCtx, ok};
+use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
 /// Codex's name of a keel thinking level.

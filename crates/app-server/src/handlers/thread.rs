@@ -13,7 +13,7 @@ use keel_app_server_protocol::v2::{
 };
 use keel_protocol::Op;
 
-use crate::dispatch::{After, Reply, RequestCtx, ok};
+use crate::handlers::{After, Reply, RequestCtx, ok};
 use crate::history::turns_of;
 use crate::rpc_error::RpcError;
 use crate::sessions::{self, OpenOptions};

@@ -17,9 +17,10 @@ use keel_app_server_protocol::v2::{
     ThreadStatusChangedNotification,
 };
 
-use crate::dispatch::{After, Reply, RequestCtx, ok};
 use crate::handlers::thread::{page, read_thread};
+use crate::handlers::{After, Reply, RequestCtx, ok};
 use crate::metadata;
+use crate::notify::Notifier;
 use crate::outbound::Connection;
 use crate::rpc_error::RpcError;
 use crate::sessions;

@@ -19,8 +19,9 @@ use keel_app_server_protocol::v2::{
 use keel_protocol::{ImageContent, Op, ThinkingLevel};
 use tokio::sync::oneshot;
 
-use crate::dispatch::{After, Reply, RequestCtx, ok};
+use crate::handlers::{After, Reply, RequestCtx, ok};
 use crate::items::data_url;
+use crate::notify::Notifier;
 use crate::rpc_error::RpcError;
 use crate::sessions::{choose_model, model_warning, provider_for};
 use crate::thread_state::{ActiveTurn, LoadedThread};
