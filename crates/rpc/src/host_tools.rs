@@ -8,7 +8,6 @@
 //! `host_tool_cancel`; the end of input fails every pending call. Replies
 //! with unknown ids are ignored.
 
-use crate::command::WireId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -20,10 +19,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::HOST_REPLY_CAPACITY;
-use crate::command::{HostResult, HostToolDef, HostToolResult, HostToolUpdate, SetHostToolsArgs};
+use crate::command::{HostResult, HostToolDef, HostToolResult, HostToolUpdate};
 use crate::frames::{Cancel, HostToolCall, Out};
-use crate::server::Answer;
-use crate::server::Server;
 use crate::wire_errors::{self, WireError, tool_text};
 
 /// Names the built-in tools use; a host tool may not shadow them.
@@ -83,7 +80,7 @@ impl HostTools {
         tools
     }
 
-    fn set(&self, specs: Vec<ToolSpec>) {
+    pub(crate) fn set(&self, specs: Vec<ToolSpec>) {
         self.lock().specs = specs;
     }
 
@@ -200,7 +197,7 @@ impl HostToolRunner for HostTools {
     }
 }
 
-fn validate(defs: Vec<HostToolDef>) -> Result<Vec<ToolSpec>, WireError> {
+pub(crate) fn validate(defs: Vec<HostToolDef>) -> Result<Vec<ToolSpec>, WireError> {
     let mut specs: Vec<ToolSpec> = Vec::with_capacity(defs.len());
     for def in defs {
         let name = def.name.trim();
@@ -245,41 +242,6 @@ fn validate(defs: Vec<HostToolDef>) -> Result<Vec<ToolSpec>, WireError> {
         });
     }
     Ok(specs)
-}
-
-impl Server {
-    pub(crate) fn set_host_tools(
-        &mut self,
-        args: SetHostToolsArgs,
-    ) -> Result<Option<Value>, WireError> {
-        let classes = crate::approvals::declared_classes(&args.tools)?;
-        let specs = validate(args.tools)?;
-        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-        self.brokers.host_tools.set(specs);
-        if let Some(approvals) = &self.brokers.approvals {
-            approvals.set_host_classes(classes);
-        }
-        self.refresh_tools();
-        Ok(Some(json!({"toolNames": names})))
-    }
-
-    /// `set_host_tools`, answered; then a cut-off turn that waited for the
-    /// host's tools goes on (its `agent_start` follows the response). With
-    /// nothing cut off, or a run going, the resume does nothing.
-    pub(crate) async fn set_host_tools_then_resume(
-        &mut self,
-        id: Option<&WireId>,
-        args: SetHostToolsArgs,
-    ) -> Answer {
-        match self.set_host_tools(args) {
-            Ok(data) => {
-                self.out.respond_ok(id, "set_host_tools", data).await;
-                self.resume_interrupted().await;
-                Answer::Sent
-            }
-            Err(e) => Answer::Failed(e),
-        }
-    }
 }
 
 #[cfg(test)]

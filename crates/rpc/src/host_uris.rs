@@ -11,19 +11,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use keel_tools::host::{HostScheme, HostUriContent, HostUriResolver, uri_scheme};
-use serde_json::{Value, json};
+use keel_tools::host::{HostScheme, HostUriContent, HostUriResolver};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::command::{HostUriResult, SetHostUriSchemesArgs};
+use crate::command::HostUriResult;
 use crate::frames::{Cancel, HostUriRequest, Out};
-use crate::server::Server;
-use crate::wire_errors::{self, WireError, tool_text};
+use crate::wire_errors::tool_text;
 
 #[derive(Default)]
-struct Inner {
-    schemes: BTreeMap<String, HostScheme>,
+pub(crate) struct Inner {
+    pub(crate) schemes: BTreeMap<String, HostScheme>,
     pending: HashMap<String, oneshot::Sender<Option<HostUriResult>>>,
     next_id: u64,
     closed: bool,
@@ -45,7 +43,7 @@ impl HostUris {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -162,44 +160,5 @@ impl HostUriResolver for HostUris {
             return Err(failure(url, &result));
         }
         Ok(())
-    }
-}
-
-impl Server {
-    pub(crate) fn set_host_uri_schemes(
-        &mut self,
-        args: SetHostUriSchemesArgs,
-    ) -> Result<Option<Value>, WireError> {
-        let mut schemes = BTreeMap::new();
-        for def in args.schemes {
-            let raw = def
-                .scheme
-                .trim()
-                .trim_end_matches("://")
-                .trim_end_matches(':');
-            let Some(name) = uri_scheme(&format!("{raw}://")) else {
-                return Err(wire_errors::host_scheme_invalid(&format!(
-                    "{:?} is not a URI scheme (a letter, then letters, digits, '+', '-' or \
-                     '.'; at least two characters)",
-                    def.scheme
-                )));
-            };
-            if matches!(name.as_str(), "file" | "http" | "https") {
-                return Err(wire_errors::host_scheme_invalid(&format!(
-                    "{name} cannot be owned by the host"
-                )));
-            }
-            let _ = def.description;
-            schemes.insert(
-                name,
-                HostScheme {
-                    writable: def.writable,
-                    immutable: def.immutable,
-                },
-            );
-        }
-        let names: Vec<String> = schemes.keys().cloned().collect();
-        self.brokers.host_uris.lock().schemes = schemes;
-        Ok(Some(json!({"schemes": names})))
     }
 }

@@ -17,6 +17,7 @@
 //! providers or session files are configured.
 
 mod approvals;
+mod bash_jobs;
 mod command;
 mod error;
 mod events;

@@ -29,13 +29,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::RpcApprovals;
+use crate::bash_jobs::BashJobs;
 use crate::command::{Envelope, Inbound, Reply, parse};
 use crate::events::{EventFramer, EventStyle, SeqCounters};
 use crate::factory::{ModelChoice, OpenTarget, OpenedSession, SessionCloser, SessionFactory};
 use crate::frames::{Out, Ready};
 use crate::gates::Gates;
 use crate::gates::tool::AskHost;
-use crate::handlers::bash::BashJobs;
 use crate::host_tools::HostTools;
 use crate::host_uris::HostUris;
 use crate::methods::Dispatch;

@@ -15,7 +15,7 @@
 //! `ask_host` tool ([`tool`]).
 
 pub(crate) mod schema;
-mod store;
+pub(crate) mod store;
 pub(crate) mod tool;
 
 use std::collections::HashMap;
@@ -26,9 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::command::GateResponseArgs;
 use crate::frames::Out;
-use crate::server::Server;
 use crate::wire_errors::{self, WireError};
 use store::{GateStore, Record};
 
@@ -320,19 +318,6 @@ fn unknown(gate_id: &str) -> WireError {
             wire_errors::gate::invalid_stage(stage, STAGES, Some(gate_id))
         }
         _ => wire_errors::gate::unknown(gate_id),
-    }
-}
-
-impl Server {
-    pub(crate) async fn workflow_gate_response(
-        &self,
-        args: GateResponseArgs,
-    ) -> Result<Option<Value>, WireError> {
-        self.brokers
-            .gates
-            .respond(&args.gate_id, &args.answer, args.idempotency_key.as_deref())
-            .await
-            .map(Some)
     }
 }
 

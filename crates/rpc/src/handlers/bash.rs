@@ -9,14 +9,12 @@
 //! `abort_bash` is answered first, then every running command is cancelled.
 
 use crate::command::WireId;
-use std::time::Duration;
 
 use keel_core::SessionHandle;
 use keel_protocol::UserInput;
 use keel_tools::ProcessRequest;
 use keel_tools::truncate::{Limits, truncate_head_tail};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::command::BashArgs;
@@ -26,35 +24,6 @@ use crate::wire_errors::{self, WireError};
 
 /// Most output bytes kept in memory for one command.
 const MAX_CAPTURE_BYTES: usize = 16 * 1024 * 1024;
-/// How long shutdown waits for cancelled commands to report.
-const CANCEL_GRACE: Duration = Duration::from_secs(10);
-
-/// The background commands.
-#[derive(Default)]
-pub(crate) struct BashJobs {
-    jobs: Vec<(CancellationToken, JoinHandle<()>)>,
-}
-
-impl BashJobs {
-    fn push(&mut self, cancel: CancellationToken, task: JoinHandle<()>) {
-        self.jobs.retain(|(_, t)| !t.is_finished());
-        self.jobs.push((cancel, task));
-    }
-
-    fn cancel(&mut self) {
-        for (cancel, _) in &self.jobs {
-            cancel.cancel();
-        }
-    }
-
-    /// Cancels every command and waits (bounded) for them to answer.
-    pub async fn cancel_all(mut self) {
-        self.cancel();
-        for (_, task) in self.jobs.drain(..) {
-            let _ = tokio::time::timeout(CANCEL_GRACE, task).await;
-        }
-    }
-}
 
 impl Server {
     pub(super) fn bash(&mut self, id: Option<&WireId>, args: BashArgs) -> Answer {

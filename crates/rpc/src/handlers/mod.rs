@@ -9,7 +9,11 @@
 //! not frame responses themselves except where the protocol asks for an
 //! immediate acknowledgement.
 
+mod approvals;
 pub(crate) mod bash;
+mod gates;
+mod host_tools;
+mod host_uris;
 mod prompt;
 mod session;
 mod settings;
