@@ -15,14 +15,14 @@ mod stream;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{Dialect, ProviderSpec};
+use crate::spec::{Dialect, ProviderSpec};
 use crate::spec_endpoint::{SpecEndpoint, Wiring};
 use crate::{ModelRequest, ModelStream, Provider, Result, http};
 
 pub use request::build_request_body;
 
 /// The wire dialect name reported by [`Provider::api`].
-pub const API: &str = "anthropic-messages";
+pub const API: &str = crate::spec::Dialect::AnthropicMessages.as_str();
 /// The `anthropic-version` header sent by default.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 

@@ -48,7 +48,7 @@ mod builtin;
 use keel_protocol::{Cost, ThinkingLevel, Usage};
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{Dialect, ProviderSpec};
+use crate::spec::{Dialect, ProviderSpec};
 use crate::{Error, ErrorKind, Result};
 
 /// Context window of a model keel knows nothing about.

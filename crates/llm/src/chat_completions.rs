@@ -21,13 +21,8 @@ use crate::{ModelRequest, ModelStream, Provider, Result, http};
 pub use request::build_request_body;
 
 /// The wire dialect name reported by [`Provider::api`].
-pub const API: &str = "openai-completions";
-/// Default for [`ChatCompletionsConfig::idle_timeout`].
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// Default for [`ChatCompletionsConfig::connect_timeout`].
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// Default for [`ChatCompletionsConfig::request_timeout`].
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+pub const API: &str = crate::spec::Dialect::OpenAiCompletions.as_str();
+pub use crate::spec::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT};
 
 /// How to reach one Chat Completions server. `Debug` never shows the key.
 #[derive(Clone, PartialEq)]

@@ -32,6 +32,7 @@ mod http;
 pub mod local;
 pub mod provider;
 pub mod responses;
+mod spec;
 mod spec_endpoint;
 pub mod sse;
 #[cfg(test)]

@@ -14,14 +14,14 @@ mod stream;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{Dialect, ProviderSpec};
+use crate::spec::{Dialect, ProviderSpec};
 use crate::spec_endpoint::{SpecEndpoint, Wiring};
 use crate::{ModelRequest, ModelStream, Provider, Result, http};
 
 pub use request::build_request_body;
 
 /// The wire dialect name reported by [`Provider::api`].
-pub const API: &str = "openai-responses";
+pub const API: &str = crate::spec::Dialect::OpenAiResponses.as_str();
 
 const WIRING: Wiring = Wiring {
     dialect: Dialect::OpenAiResponses,

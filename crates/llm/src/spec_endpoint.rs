@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{self, SseDecoder};
-use crate::provider::{Dialect, ProviderSpec};
+use crate::spec::{Dialect, ProviderSpec};
 use crate::{ModelRequest, ModelStream, Result};
 
 /// How one dialect presents itself on the wire.
@@ -49,7 +49,7 @@ impl SpecEndpoint {
         wiring: &Wiring,
     ) -> Result<Self> {
         spec.dialect = wiring.dialect;
-        let endpoint = crate::provider::sse_endpoint(&spec, client, wiring.auth, wiring.defaults)?;
+        let endpoint = crate::spec::sse_endpoint(&spec, client, wiring.auth, wiring.defaults)?;
         Ok(SpecEndpoint {
             spec,
             endpoint,

@@ -24,6 +24,7 @@ pub mod grammar;
 mod kv;
 pub mod parse;
 pub mod resources;
+pub(crate) mod settings;
 pub mod template;
 
 #[cfg(feature = "local")]
@@ -31,73 +32,16 @@ mod engine;
 #[cfg(feature = "local")]
 mod provider;
 
-use std::path::PathBuf;
-
 pub use grammar::GrammarMode;
 #[cfg(feature = "local")]
 pub use provider::LocalProvider;
 pub use resources::default_threads;
+pub use settings::{DEFAULT_CONTEXT_SIZE, DEFAULT_MAX_OUTPUT_TOKENS, LocalSpec};
 
 /// The dialect name, as returned by [`crate::Provider::api`].
-pub const API: &str = "local";
-/// Context size (tokens) when none is configured.
-pub const DEFAULT_CONTEXT_SIZE: u32 = 8192;
-/// Output tokens per response when the request sets no limit.
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 2048;
+pub const API: &str = crate::spec::Dialect::Local.as_str();
 /// Whether this build can run local models (the `local` feature).
 pub const AVAILABLE: bool = cfg!(feature = "local");
-
-/// How to run a local model: the `local` part of a
-/// [`crate::ProviderSpec`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct LocalSpec {
-    /// The GGUF file.
-    pub model_path: PathBuf,
-    /// Context size in tokens (the KV cache is allocated for all of it).
-    pub context_size: u32,
-    /// Threads for generation and prompt evaluation; `None`: chosen when
-    /// the model is loaded ([`resources::threads_now`]).
-    pub threads: Option<u32>,
-    /// How tool calls are constrained.
-    pub grammar: GrammarMode,
-    /// Sampling temperature; `0` decodes greedily (reproducible).
-    pub temperature: f32,
-    /// Seed of the sampler when `temperature > 0`.
-    pub seed: u32,
-}
-
-impl Default for LocalSpec {
-    fn default() -> Self {
-        LocalSpec {
-            model_path: PathBuf::new(),
-            context_size: DEFAULT_CONTEXT_SIZE,
-            threads: None,
-            grammar: GrammarMode::Auto,
-            temperature: 0.0,
-            seed: 0x6b65_656c,
-        }
-    }
-}
-
-impl LocalSpec {
-    /// A spec for `model_path` with the defaults.
-    pub fn new(model_path: impl Into<PathBuf>) -> Self {
-        LocalSpec {
-            model_path: model_path.into(),
-            ..LocalSpec::default()
-        }
-    }
-
-    /// The threads to use on an idle machine: the configured number, else
-    /// [`default_threads`]. Without a configured number the engine uses
-    /// fewer when other processes keep cores busy as the model is loaded
-    /// ([`resources::threads_now`]).
-    pub fn effective_threads(&self) -> u32 {
-        self.threads
-            .filter(|t| *t > 0)
-            .unwrap_or_else(default_threads)
-    }
-}
 
 /// The provider for `spec` (which must have the local dialect).
 #[cfg(feature = "local")]
