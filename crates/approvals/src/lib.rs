@@ -51,6 +51,7 @@
 
 pub mod card;
 pub mod class;
+mod class_kind;
 pub mod clock;
 mod engine;
 mod error;

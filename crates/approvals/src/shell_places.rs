@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::class::{Class, OUTSIDE_WHY, PROTECTED_WHY};
+use crate::class_kind::{Class, OUTSIDE_WHY, PROTECTED_WHY};
 use crate::places::{Place, Places};
 use crate::shell::{ShellAnalysis, ShellWord, sensitive_path};
 

@@ -11,9 +11,9 @@
 //! It must not know about other programs.
 
 use super::ShellWord;
-use super::judge::Verdict;
-use super::programs::{any_dynamic, has_flag, sensitive_target};
-use crate::class::Class;
+use super::tables::{any_dynamic, has_flag, sensitive_target};
+use super::verdict::Verdict;
+use crate::class_kind::Class;
 
 /// Judges `git ARGS`.
 pub(crate) fn judge(args: &[ShellWord]) -> Verdict {

@@ -36,6 +36,8 @@ mod judge;
 mod launchers;
 mod parse;
 mod programs;
+mod tables;
+mod verdict;
 mod words;
 
 #[cfg(test)]
@@ -43,11 +45,11 @@ pub(crate) mod tests;
 
 use serde::{Deserialize, Serialize};
 
-use crate::class::Class;
+use crate::class_kind::Class;
 use judge::Judge;
 
 pub(crate) use launchers::runs_other_commands;
-pub(crate) use programs::sensitive_target as sensitive_path;
+pub(crate) use tables::sensitive_target as sensitive_path;
 
 /// One word of a command as the program receives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

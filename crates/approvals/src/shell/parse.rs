@@ -12,9 +12,9 @@
 use tree_sitter::{Node, Parser};
 
 use super::ShellWord;
-use super::programs::{SENSITIVE_UNCLEAR, WriteTarget, dangerous_var, write_target};
+use super::tables::{SENSITIVE_UNCLEAR, WriteTarget, dangerous_var, write_target};
 use super::words::{text, word_value};
-use crate::class::Class;
+use crate::class_kind::Class;
 
 /// One simple command as written.
 #[derive(Debug, Clone)]
@@ -447,14 +447,4 @@ impl Walker<'_> {
         let mut cursor = node.walk();
         node.children(&mut cursor).any(|c| self.has_arith_test(c))
     }
-}
-
-/// Places that swallow or show output without writing a file.
-pub(crate) fn is_sink(path: &str) -> bool {
-    matches!(
-        path,
-        "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
-    ) || path
-        .strip_prefix("/dev/fd/")
-        .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
 }
