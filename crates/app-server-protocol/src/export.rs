@@ -10,11 +10,11 @@
 //! type. TypeScript: one file, `keel_app_server_protocol.ts`, with a type
 //! per definition and the three unions. Output is deterministic, so the
 //! checked-in copy under `crates/app-server-protocol/schema/` can be
-//! diffed against a fresh one.
+//! diffed against a fresh one. The files are returned as data (relative
+//! path → text); whoever asked writes them (the CLI).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
@@ -134,27 +134,6 @@ fn catalogue<T: schemars::JsonSchema>(title: &str, with_id: bool) -> Value {
         root.insert("definitions".into(), Value::Object(defs));
     }
     root
-}
-
-/// Writes the JSON Schema export under `dir`.
-pub fn write_json(dir: &Path) -> std::io::Result<usize> {
-    write_all(dir, json_files())
-}
-
-/// Writes the TypeScript export under `dir`.
-pub fn write_ts(dir: &Path) -> std::io::Result<usize> {
-    write_all(dir, ts_files())
-}
-
-fn write_all(dir: &Path, files: BTreeMap<String, String>) -> std::io::Result<usize> {
-    for (rel, text) in &files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, text)?;
-    }
-    Ok(files.len())
 }
 
 /// The TypeScript export: relative path → content.
@@ -315,6 +294,15 @@ fn ts_type(t: &str, o: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    fn write_all(dir: &Path, files: BTreeMap<String, String>) {
+        for (rel, text) in files {
+            let path = dir.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+    }
 
     /// The checked-in copy (`schema/`) is what the types generate; set
     /// `KEEL_BLESS=1` to rewrite it after changing a type.
@@ -328,8 +316,8 @@ mod tests {
         files.extend(ts_files().into_iter().map(|(k, v)| (format!("ts/{k}"), v)));
         if std::env::var_os("KEEL_BLESS").is_some() {
             let _ = std::fs::remove_dir_all(&root);
-            write_json(&root.join("json")).unwrap();
-            write_ts(&root.join("ts")).unwrap();
+            write_all(&root.join("json"), json_files());
+            write_all(&root.join("ts"), ts_files());
         }
         for (rel, text) in &files {
             let on_disk = std::fs::read_to_string(root.join(rel)).unwrap_or_default();

@@ -134,18 +134,20 @@ impl WsAuthArgs {
 /// Writes the schema files; prints how many on stderr.
 #[allow(clippy::print_stderr)]
 fn generate(command: AppServerCommand) -> anyhow::Result<ExitCode> {
-    let (args, n) = match command {
-        AppServerCommand::GenerateJsonSchema(a) => {
-            let n = keel_app_server::protocol::export::write_json(&a.out)
-                .with_context(|| format!("cannot write into {}", a.out.display()))?;
-            (a, n)
-        }
-        AppServerCommand::GenerateTs(a) => {
-            let n = keel_app_server::protocol::export::write_ts(&a.out)
-                .with_context(|| format!("cannot write into {}", a.out.display()))?;
-            (a, n)
-        }
+    use keel_app_server::protocol::export;
+    let (args, files) = match command {
+        AppServerCommand::GenerateJsonSchema(a) => (a, export::json_files()),
+        AppServerCommand::GenerateTs(a) => (a, export::ts_files()),
     };
+    let n = files.len();
+    for (rel, text) in files {
+        let path = args.out.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     eprintln!("wrote {n} files into {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }
