@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use keel_app_server_protocol::RequestId;
 use keel_core::keel_approvals::{ApprovalEngine, EngineConfig};
-use keel_core::{ApprovalFrontend, EngineGate, ModelInfo};
-use keel_llm::Provider;
+use keel_core::{ApprovalFrontend, EngineGate};
 use keel_session_store::SessionStore;
 use tokio_util::sync::CancellationToken;
 
@@ -28,39 +27,7 @@ use crate::thread_state::LoadedThread;
 /// Default limit on one inbound frame, in bytes.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
 
-/// What the binary provides: the configured models and their providers.
-pub trait ModelSource: Send + Sync {
-    /// The models keel may use; the first is the default. Empty when no
-    /// model is configured (the server still answers, turns fail).
-    fn models(&self) -> Vec<ModelInfo>;
-    /// A provider for one of [`ModelSource::models`].
-    fn provider(&self, model: &ModelInfo) -> Result<Arc<dyn Provider>, String>;
-    /// The base URL of a model's provider, if known.
-    fn base_url(&self, model: &ModelInfo) -> Option<String>;
-    /// Whether an API key is configured (for `account/read`).
-    fn has_api_key(&self) -> bool;
-    /// How failed model calls are retried (each retry is reported as
-    /// `error` with `willRetry: true`).
-    fn retry_policy(&self) -> keel_core::RetryPolicy {
-        keel_core::RetryPolicy::default()
-    }
-    /// When threads summarise their conversation (`[compaction]`).
-    fn compaction(&self) -> keel_core::CompactionSettings {
-        keel_core::CompactionSettings::default()
-    }
-    /// Every model a client may pick (`model/list`): [`ModelSource::models`]
-    /// first, then the catalogue's models of the usable providers.
-    fn available(&self) -> Vec<ModelInfo> {
-        self.models()
-    }
-    /// What the catalogue knows about `id` served by `provider` (a
-    /// configured provider), with a warning for a model it does not know;
-    /// `None` when the provider is not configured.
-    fn lookup(&self, provider: &str, id: &str) -> Option<(ModelInfo, Option<String>)> {
-        let _ = (provider, id);
-        None
-    }
-}
+pub use keel_core::ModelSource;
 
 /// Settings of one server process.
 #[derive(Debug, Clone)]

@@ -82,7 +82,7 @@ pub fn choose_model(runtime: &Runtime, id: Option<&str>, provider: Option<&str>)
 pub fn provider_for(runtime: &Runtime, model: &ModelInfo) -> Arc<dyn Provider> {
     if model.id.is_empty() {
         return Arc::new(keel_llm::UnavailableProvider::new(
-            "no model configured: set KEEL_PROVIDER and KEEL_MODEL (or [model] in $KEEL_HOME/config.toml)".to_owned(),
+            runtime.models.no_model_hint(),
         ));
     }
     match runtime.models.provider(model) {

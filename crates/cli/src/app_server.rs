@@ -15,15 +15,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use keel_app_server::{
-    AppServerConfig, AuthMode, AuthPolicy, AuthSettings, Listen, ModelSource, NetworkServer,
-    Runtime, parse_listen,
+    AppServerConfig, AuthMode, AuthPolicy, AuthSettings, Listen, NetworkServer, Runtime,
+    parse_listen,
 };
-use keel_core::ModelInfo;
-use keel_llm::Provider;
 
 use crate::GlobalArgs;
-use crate::config::{ModelArgs, Resolved, Settings};
-use crate::setup::{build_provider, model_info};
+use crate::config::{ModelArgs, Settings};
+use crate::model_source::CliModels;
 
 /// Flags of `keel app-server`.
 #[derive(Debug, Clone, Args)]
@@ -171,13 +169,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if let Some(warning) = scope.scoped.first().and_then(|m| m.warning.as_ref()) {
         tracing::warn!("{warning}");
     }
-    let retry = scope
-        .scoped
-        .first()
-        .map(|m| m.retry)
-        .unwrap_or(settings.retry);
-    let available = scope.available.iter().map(model_info).collect();
-    let models = scope.scoped;
+    let models = CliModels::new(scope, settings.retry, settings.compaction);
     let mut config = AppServerConfig::new(home, cwd);
     if let Some(n) = args.max_frame_bytes.filter(|n| *n > 0) {
         config.max_frame_bytes = n;
@@ -191,12 +183,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     }
     let runtime = Runtime::new(
         config,
-        Arc::new(CliModels {
-            models,
-            available,
-            retry,
-            compaction: settings.compaction,
-        }),
+        Arc::new(models),
         keel_app_server::approvals::frontend,
     );
     match listen {
@@ -245,80 +232,5 @@ async fn stop_signal() -> anyhow::Result<()> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.context("cannot wait for Ctrl-C"),
         _ = term.recv() => Ok(()),
-    }
-}
-
-/// The configured models, as the app-server sees them.
-struct CliModels {
-    models: Vec<Resolved>,
-    /// `models`, then the catalogue's models of the usable providers.
-    available: Vec<ModelInfo>,
-    retry: keel_core::RetryPolicy,
-    compaction: keel_core::CompactionSettings,
-}
-
-impl CliModels {
-    /// The resolved configuration for `model`: an exact match, else the
-    /// first of its provider with the id replaced.
-    fn resolved(&self, model: &ModelInfo) -> Option<Resolved> {
-        if let Some(r) = self
-            .models
-            .iter()
-            .find(|r| r.provider == model.provider && r.model == model.id)
-        {
-            return Some(r.clone());
-        }
-        self.models
-            .iter()
-            .find(|r| r.provider == model.provider)
-            .map(|r| r.for_model(&model.id))
-    }
-}
-
-impl ModelSource for CliModels {
-    fn models(&self) -> Vec<ModelInfo> {
-        self.models.iter().map(model_info).collect()
-    }
-
-    fn provider(&self, model: &ModelInfo) -> Result<Arc<dyn Provider>, String> {
-        let r = self
-            .resolved(model)
-            .ok_or_else(|| format!("provider {:?} is not configured", model.provider))?;
-        build_provider(&r).map_err(|e| format!("{e:#}"))
-    }
-
-    fn base_url(&self, model: &ModelInfo) -> Option<String> {
-        self.resolved(model).map(|r| r.base_url)
-    }
-
-    fn has_api_key(&self) -> bool {
-        self.models.iter().any(|r| r.api_key().is_some())
-    }
-
-    fn retry_policy(&self) -> keel_core::RetryPolicy {
-        self.retry
-    }
-
-    fn compaction(&self) -> keel_core::CompactionSettings {
-        self.compaction
-    }
-
-    fn available(&self) -> Vec<ModelInfo> {
-        self.available.clone()
-    }
-
-    fn lookup(&self, provider: &str, id: &str) -> Option<(ModelInfo, Option<String>)> {
-        let r = self
-            .models
-            .iter()
-            .find(|r| r.provider == provider && r.model == id)
-            .cloned()
-            .or_else(|| {
-                self.models
-                    .iter()
-                    .find(|r| r.provider == provider)
-                    .map(|r| r.for_model(id))
-            })?;
-        Some((model_info(&r), r.warning.clone()))
     }
 }

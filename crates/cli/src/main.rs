@@ -8,6 +8,7 @@ mod config;
 mod exec;
 mod inspect;
 mod logging;
+mod model_source;
 mod models;
 mod render;
 mod rpc;

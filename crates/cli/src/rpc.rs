@@ -15,19 +15,18 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use keel_core::RetryPolicy;
+use keel_core::{ModelInfo, ModelSource};
 use keel_llm::Provider;
 use keel_protocol::ThinkingLevel;
-use keel_rpc::{ModelChoice, OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
+use keel_rpc::{OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
 use keel_session_store::{SessionStore, SessionWriter};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::GlobalArgs;
 use crate::approvals::ApprovalModeArg;
-use crate::config::{ModelArgs, NO_MODEL_HINT, Resolved, Scope, Settings};
-use crate::setup::{
-    SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
-};
+use crate::config::{ModelArgs, NO_MODEL_HINT, Settings};
+use crate::model_source::CliModels;
+use crate::setup::{SessionSpec, approval_gate, record_model, spawn_session};
 
 /// Flags of RPC mode.
 #[derive(Debug, Clone, Default, Args)]
@@ -106,12 +105,6 @@ pub async fn run(
         }
     }
     let thinking = scope.scoped.first().map(|m| m.thinking).unwrap_or_default();
-    let retry = scope
-        .scoped
-        .first()
-        .map(|m| m.retry)
-        .unwrap_or(settings.retry);
-    let compaction = settings.compaction;
     let state_dir = home.join("rpc");
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
     let factory = Arc::new(CliFactory {
@@ -120,9 +113,7 @@ pub async fn run(
         home,
         cwd,
         no_session: args.no_session,
-        scope,
-        retry,
-        compaction,
+        models: CliModels::new(scope, settings.retry, settings.compaction),
     });
     let defaults = RpcOptions::default();
     let options = RpcOptions {
@@ -192,32 +183,16 @@ struct CliFactory {
     home: PathBuf,
     cwd: PathBuf,
     no_session: bool,
-    scope: Scope,
-    retry: RetryPolicy,
-    compaction: keel_core::CompactionSettings,
+    models: CliModels,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
 }
 
-fn choice(r: &Resolved) -> ModelChoice {
-    ModelChoice {
-        info: model_info(r),
-        base_url: r.base_url.clone(),
-    }
-}
-
 impl CliFactory {
-    fn resolved(&self, model: &ModelChoice) -> Option<&Resolved> {
-        self.scope
-            .available
-            .iter()
-            .find(|r| r.provider == model.info.provider && r.model == model.info.id)
-    }
-
     async fn writer(
         &self,
         target: &OpenTarget,
-        model: Option<&ModelChoice>,
+        model: Option<&ModelInfo>,
     ) -> anyhow::Result<(
         Option<SessionWriter>,
         Vec<keel_protocol::Message>,
@@ -249,15 +224,15 @@ impl CliFactory {
                 // copied), so no separate list of messages.
                 let (mut tree, writer) = loaded.into_tree_and_writer().await?;
                 if let Some(m) = model
-                    && last != Some((m.info.provider.clone(), m.info.id.clone()))
+                    && last != Some((m.provider.clone(), m.id.clone()))
                 {
-                    tree.push(record_model(&writer, &m.info.provider, &m.info.id).await?);
+                    tree.push(record_model(&writer, &m.provider, &m.id).await?);
                 }
                 return Ok((Some(writer), Vec::new(), name, Some(tree)));
             }
         };
         if let Some(m) = model {
-            record_model(&writer, &m.info.provider, &m.info.id).await?;
+            record_model(&writer, &m.provider, &m.id).await?;
         }
         Ok((Some(writer), history, name, None))
     }
@@ -265,44 +240,25 @@ impl CliFactory {
 
 #[async_trait::async_trait]
 impl SessionFactory for CliFactory {
-    fn models(&self) -> Vec<ModelChoice> {
-        self.scope.available.iter().map(choice).collect()
-    }
-
-    fn cycle_models(&self) -> (Vec<ModelChoice>, bool) {
-        if self.scope.explicit {
-            (self.scope.scoped.iter().map(choice).collect(), true)
-        } else {
-            (self.models(), false)
-        }
-    }
-
-    fn no_model_hint(&self) -> String {
-        NO_MODEL_HINT.to_owned()
-    }
-
-    fn provider(&self, model: &ModelChoice) -> Result<Arc<dyn Provider>, String> {
-        let r = self
-            .resolved(model)
-            .ok_or_else(|| "the model is not configured".to_owned())?;
-        build_provider(r).map_err(|e| format!("{e:#}"))
+    fn models(&self) -> &dyn ModelSource {
+        &self.models
     }
 
     async fn open(
         &self,
         target: OpenTarget,
-        model: Option<&ModelChoice>,
+        model: Option<&ModelInfo>,
         thinking: ThinkingLevel,
     ) -> Result<OpenedSession, String> {
         let provider: Arc<dyn Provider> = match model {
-            Some(m) => self.provider(m)?,
+            Some(m) => self.models.provider(m)?,
             None => Arc::new(keel_llm::UnavailableProvider::new(NO_MODEL_HINT)),
         };
         let (writer, history, name, tree) = self
             .writer(&target, model)
             .await
             .map_err(|e| format!("{e:#}"))?;
-        let info = model.map(|m| m.info.clone()).unwrap_or_default();
+        let info = model.cloned().unwrap_or_default();
         let session = spawn_session(SessionSpec {
             cwd: &self.cwd,
             home: &self.home,
@@ -312,8 +268,8 @@ impl SessionFactory for CliFactory {
             writer: writer.as_ref(),
             history,
             tree,
-            retry: self.retry,
-            compaction: self.compaction,
+            retry: self.models.retry_policy(),
+            compaction: self.models.compaction(),
             gate: self.gate.clone(),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());

@@ -31,6 +31,7 @@ mod drafts;
 mod engine_gate;
 mod error;
 mod history;
+mod models;
 pub mod prompt;
 mod queue;
 mod resume;
@@ -61,6 +62,7 @@ pub use engine_gate::{
 pub use error::{Error, Result};
 pub use history::{ContextUsage, SessionStats, TokenTotals};
 pub use keel_approvals;
+pub use models::{ModelSource, NO_MODEL_HINT};
 pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, RetryPolicy};
 pub use session::{Delivery, QueueKind, Session, SessionHandle, SessionSnapshot, shutdown_split};
 pub use state::SessionDeps;

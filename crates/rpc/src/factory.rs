@@ -2,14 +2,14 @@
 //!
 //! Owns the [`SessionFactory`] seam. The binary knows the configuration,
 //! the providers and the session files; RPC mode asks it to open sessions
-//! (new, continuing another, or resumed from a file) and to build a provider
-//! for a model a host selects. It does not know how any of that is done.
+//! (new, continuing another, or resumed from a file) and, through its
+//! [`ModelSource`], for the models and a provider for the one a host
+//! selects. It does not know how any of that is done.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_core::{ModelInfo, Session};
-use keel_llm::Provider;
+use keel_core::{ModelInfo, ModelSource, Session};
 use keel_protocol::ThinkingLevel;
 
 /// A model a host can select: what the session knows about it (from the
@@ -48,31 +48,38 @@ pub struct OpenedSession {
     pub file: Option<PathBuf>,
 }
 
-/// Opens sessions and builds providers for RPC mode.
+/// Opens sessions for RPC mode; its models come from core's
+/// [`ModelSource`], as the app-server's do.
 #[async_trait::async_trait]
 pub trait SessionFactory: Send + Sync {
-    /// The models hosts can select (`get_available_models`, `set_model`),
-    /// the configured one first. Empty when no model is configured.
-    fn models(&self) -> Vec<ModelChoice>;
-
-    /// The models `cycle_model` goes through, and whether they are a scope
-    /// the user chose (`isScoped`) rather than every available model.
-    fn cycle_models(&self) -> (Vec<ModelChoice>, bool) {
-        (self.models(), false)
-    }
-
-    /// One line telling a person how to configure a model.
-    fn no_model_hint(&self) -> String;
-
-    /// A provider for `model`.
-    fn provider(&self, model: &ModelChoice) -> Result<Arc<dyn Provider>, String>;
+    /// Where the models come from: the configured one first
+    /// ([`ModelSource::models`]), the ones hosts can select
+    /// ([`ModelSource::available`]: `get_available_models`, `set_model`),
+    /// the ones `cycle_model` goes through ([`ModelSource::cycle_models`]).
+    fn models(&self) -> &dyn ModelSource;
 
     /// Opens a session that will use `model` (`None`: no model configured;
     /// the session must still open, and its runs fail) at `thinking`.
     async fn open(
         &self,
         target: OpenTarget,
-        model: Option<&ModelChoice>,
+        model: Option<&ModelInfo>,
         thinking: ThinkingLevel,
     ) -> Result<OpenedSession, String>;
+}
+
+impl ModelChoice {
+    /// `info` with its provider's base URL from `source`.
+    pub fn of(source: &dyn ModelSource, info: ModelInfo) -> Self {
+        let base_url = source.base_url(&info).unwrap_or_default();
+        Self { info, base_url }
+    }
+}
+
+/// The choices of `source`'s models.
+pub(crate) fn choices(source: &dyn ModelSource, models: Vec<ModelInfo>) -> Vec<ModelChoice> {
+    models
+        .into_iter()
+        .map(|m| ModelChoice::of(source, m))
+        .collect()
 }

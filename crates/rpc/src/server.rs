@@ -239,10 +239,21 @@ where
         unattended,
         approvals,
     };
-    let model = factory.models().into_iter().next();
+    let model = {
+        let source = factory.models();
+        source
+            .models()
+            .into_iter()
+            .next()
+            .map(|m| ModelChoice::of(source, m))
+    };
     let seqs = SeqCounters::default();
     let opened = factory
-        .open(options.initial.clone(), model.as_ref(), options.thinking)
+        .open(
+            options.initial.clone(),
+            model.as_ref().map(|m| &m.info),
+            options.thinking,
+        )
         .await
         .map_err(Error::Open)?;
     let active = install(opened, &out, &options, &seqs, &brokers);

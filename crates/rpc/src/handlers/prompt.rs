@@ -18,7 +18,9 @@ impl Server {
     fn require_model(&self) -> Result<(), WireError> {
         match self.model {
             Some(_) => Ok(()),
-            None => Err(wire_errors::no_model(&self.factory.no_model_hint())),
+            None => Err(wire_errors::no_model(
+                &self.factory.models().no_model_hint(),
+            )),
         }
     }
 

@@ -31,7 +31,7 @@ impl Server {
                 OpenTarget::New {
                     parent_session: args.parent_session.filter(|p| !p.trim().is_empty()),
                 },
-                self.model.as_ref(),
+                self.model.as_ref().map(|m| &m.info),
                 thinking,
             )
             .await
@@ -97,7 +97,7 @@ impl Server {
             .factory
             .open(
                 OpenTarget::Resume(path.to_owned()),
-                self.model.as_ref(),
+                self.model.as_ref().map(|m| &m.info),
                 current.thinking_level,
             )
             .await

@@ -109,9 +109,13 @@ impl Server {
     }
 
     async fn switch_model(&mut self, choice: ModelChoice) -> Result<(), WireError> {
-        let provider = self.factory.provider(&choice).map_err(|reason| {
-            wire_errors::model_unavailable(&choice.info.provider, &choice.info.id, &reason)
-        })?;
+        let provider = self
+            .factory
+            .models()
+            .provider(&choice.info)
+            .map_err(|reason| {
+                wire_errors::model_unavailable(&choice.info.provider, &choice.info.id, &reason)
+            })?;
         self.handle()
             .set_model(choice.info.clone(), provider)
             .await
@@ -125,11 +129,12 @@ impl Server {
         provider: &str,
         model_id: &str,
     ) -> Result<Option<Value>, WireError> {
-        let Some(choice) = self
-            .factory
-            .models()
+        let source = self.factory.models();
+        let Some(choice) = source
+            .available()
             .into_iter()
-            .find(|m| m.info.provider == provider && m.info.id == model_id)
+            .find(|m| m.provider == provider && m.id == model_id)
+            .map(|m| ModelChoice::of(source, m))
         else {
             return Err(wire_errors::model_not_found(provider, model_id));
         };
@@ -138,7 +143,9 @@ impl Server {
     }
 
     pub(super) async fn cycle_model(&mut self) -> Result<Option<Value>, WireError> {
-        let (models, scoped) = self.factory.cycle_models();
+        let source = self.factory.models();
+        let (models, scoped) = source.cycle_models();
+        let models = crate::factory::choices(source, models);
         if models.len() < 2 {
             return Ok(Some(Value::Null));
         }
@@ -157,7 +164,11 @@ impl Server {
     }
 
     pub(super) fn get_available_models(&self) -> Result<Option<Value>, WireError> {
-        let models: Vec<Value> = self.factory.models().iter().map(model_wire).collect();
+        let source = self.factory.models();
+        let models: Vec<Value> = crate::factory::choices(source, source.available())
+            .iter()
+            .map(model_wire)
+            .collect();
         Ok(Some(json!({"models": models})))
     }
 }

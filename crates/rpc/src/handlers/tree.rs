@@ -19,7 +19,9 @@ use crate::wire_errors::{self, WireError};
 impl Server {
     pub(super) async fn compact(&mut self, id: Option<&WireId>, args: CompactArgs) -> Answer {
         if self.model.is_none() {
-            return Answer::Failed(wire_errors::no_model(&self.factory.no_model_hint()));
+            return Answer::Failed(wire_errors::no_model(
+                &self.factory.models().no_model_hint(),
+            ));
         }
         self.abort_and_wait().await;
         let handle = self.handle().clone();
