@@ -319,10 +319,9 @@ async fn fork(
     let source = loaded.tree();
     let branch: Vec<keel_session_store::Entry> =
         source.branch_to(Some(&id)).into_iter().cloned().collect();
-    let writer = store
-        .create_with(cwd, Some(loaded.path.display().to_string()), branch.clone())
+    let (writer, mut tree) = store
+        .create_branch(cwd, Some(loaded.path.display().to_string()), branch)
         .await?;
-    let mut tree = keel_session_store::SessionTree::new(branch, Default::default(), Some(id));
     let history = tree.context().messages;
     tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
     Ok((Some(writer), history, Some(tree)))

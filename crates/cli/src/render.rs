@@ -145,6 +145,7 @@ impl Renderer {
                 self.set_status("thinking");
             }
             AgentEvent::AgentStart
+            | AgentEvent::AgentSettled
             | AgentEvent::TurnEnd { .. }
             | AgentEvent::MessageStart { .. }
             | AgentEvent::MessageEnd { .. }

@@ -19,7 +19,7 @@ use keel_core::{ModelInfo, ModelSource};
 use keel_llm::Provider;
 use keel_protocol::ThinkingLevel;
 use keel_rpc::{OpenTarget, OpenedSession, RpcOptions, SessionCloser, SessionFactory};
-use keel_session_store::{SessionStore, SessionWriter};
+use keel_session_store::{SessionStore, SessionTree, SessionWriter};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::GlobalArgs;
@@ -32,8 +32,10 @@ use crate::setup::{SessionSpec, approval_gate, record_model, spawn_session};
 #[derive(Debug, Clone, Default, Args)]
 pub struct RpcArgs {
     /// Write agent events flat (`{"type":"agent_start"}`), as pi and
-    /// oh-my-pi do, instead of canonical event frames.
-    #[arg(long)]
+    /// oh-my-pi do, instead of canonical event frames. Also
+    /// `KEEL_RPC_FLAT_EVENTS=1`, for hosts that spawn keel with their own
+    /// arguments (pi's `RpcClient`).
+    #[arg(long, env = "KEEL_RPC_FLAT_EVENTS", value_parser = clap::builder::BoolishValueParser::new())]
     pub rpc_flat_events: bool,
     /// Do not save sessions.
     #[arg(long)]
@@ -71,6 +73,10 @@ pub struct RpcArgs {
     /// How long a host URI request may take, in milliseconds.
     #[arg(long, env = "KEEL_RPC_HOST_URI_TIMEOUT_MS", hide = true)]
     pub rpc_host_uri_timeout_ms: Option<u64>,
+    /// Accepted and ignored (pi's flag; keel has no themes), so hosts that
+    /// spawn pi's command line (the ACP bridge `pi-acp`) can spawn keel.
+    #[arg(long, hide = true)]
+    pub no_themes: bool,
     /// Emit `setTitle` extension UI requests.
     #[arg(long, env = "KEEL_RPC_EMIT_TITLE", hide = true, value_parser = parse_flag)]
     pub rpc_emit_title: Option<bool>,
@@ -177,6 +183,14 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The writer, history, name and tree of a session being opened.
+type Writer = (
+    Option<SessionWriter>,
+    Vec<keel_protocol::Message>,
+    Option<String>,
+    Option<SessionTree>,
+);
+
 /// Opens sessions for RPC mode.
 struct CliFactory {
     store: SessionStore,
@@ -193,26 +207,40 @@ impl CliFactory {
         &self,
         target: &OpenTarget,
         model: Option<&ModelInfo>,
-    ) -> anyhow::Result<(
-        Option<SessionWriter>,
-        Vec<keel_protocol::Message>,
-        Option<String>,
-        Option<keel_session_store::SessionTree>,
-    )> {
-        if self.no_session {
-            return match target {
-                OpenTarget::New { .. } => Ok((None, Vec::new(), None, None)),
-                OpenTarget::Resume(_) => {
-                    bail!("sessions are not saved in this process (--no-session)")
+    ) -> anyhow::Result<Writer> {
+        let record = |writer: SessionWriter| async move {
+            if let Some(m) = model {
+                record_model(&writer, &m.provider, &m.id).await?;
+            }
+            anyhow::Ok(writer)
+        };
+        match target {
+            OpenTarget::New { .. } if self.no_session => Ok((None, Vec::new(), None, None)),
+            OpenTarget::New { parent_session } => {
+                let writer = self.store.create(&self.cwd, parent_session.clone()).await?;
+                Ok((Some(record(writer).await?), Vec::new(), None, None))
+            }
+            OpenTarget::Fork { entries, .. } if self.no_session => {
+                let leaf = entries.last().map(|e| e.id.clone());
+                let tree = SessionTree::new(entries.clone(), Default::default(), leaf);
+                Ok((None, Vec::new(), None, Some(tree)))
+            }
+            OpenTarget::Fork {
+                parent_session,
+                entries,
+            } => {
+                let (writer, mut tree) = self
+                    .store
+                    .create_branch(&self.cwd, parent_session.clone(), entries.clone())
+                    .await?;
+                if let Some(m) = model {
+                    tree.push(record_model(&writer, &m.provider, &m.id).await?);
                 }
-            };
-        }
-        let (writer, history, name) = match target {
-            OpenTarget::New { parent_session } => (
-                self.store.create(&self.cwd, parent_session.clone()).await?,
-                Vec::new(),
-                None,
-            ),
+                Ok((Some(writer), Vec::new(), None, Some(tree)))
+            }
+            OpenTarget::Resume(_) if self.no_session => {
+                bail!("sessions are not saved in this process (--no-session)")
+            }
             OpenTarget::Resume(query) => {
                 let path = self.store.resolve(&self.cwd, query).await?;
                 let loaded = keel_session_store::load(&path)
@@ -228,13 +256,9 @@ impl CliFactory {
                 {
                     tree.push(record_model(&writer, &m.provider, &m.id).await?);
                 }
-                return Ok((Some(writer), Vec::new(), name, Some(tree)));
+                Ok((Some(writer), Vec::new(), name, Some(tree)))
             }
-        };
-        if let Some(m) = model {
-            record_model(&writer, &m.provider, &m.id).await?;
         }
-        Ok((Some(writer), history, name, None))
     }
 }
 

@@ -225,6 +225,15 @@ pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationTok
         messages[start_len.min(messages.len())..].to_vec()
     };
     ctx.emit(AgentEvent::AgentEnd { messages }).await;
+    // Settled unless a message queued meanwhile starts another run.
+    let settled = {
+        let s = lock(&ctx.shared);
+        let (steering, follow_up) = s.queues.snapshot();
+        steering.is_empty() && follow_up.is_empty()
+    };
+    if settled {
+        ctx.emit(AgentEvent::AgentSettled).await;
+    }
 }
 
 async fn emit_queue_update(ctx: &RunCtx) {

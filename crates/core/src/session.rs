@@ -476,6 +476,17 @@ impl SessionHandle {
         Ok(text)
     }
 
+    /// Where a fork before the user message `entry_id` starts: the
+    /// message's text and its parent entry (none: the first message).
+    pub fn fork_point(&self, entry_id: &str) -> Result<(String, Option<String>)> {
+        crate::history::branch_point(&self.shared, entry_id).map_err(|e| match e {
+            Error::InvalidEntry(_) => {
+                Error::InvalidEntry("Invalid entry ID for forking".to_owned())
+            }
+            other => other,
+        })
+    }
+
     /// The session's entries in memory (the active branch's leaf included).
     pub fn tree(&self) -> keel_session_store::SessionTree {
         lock(&self.shared).tree.clone()

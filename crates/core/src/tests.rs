@@ -245,6 +245,13 @@ impl Harness {
             let end = matches!(ev, AgentEvent::AgentEnd { .. });
             out.push(ev);
             if end {
+                // Nothing is queued: the session settles right after.
+                let settled =
+                    tokio::time::timeout(Duration::from_secs(10), self.session.next_event())
+                        .await
+                        .expect("timed out waiting for agent_settled")
+                        .expect("session ended");
+                assert_eq!(settled, AgentEvent::AgentSettled);
                 return out;
             }
         }

@@ -113,6 +113,9 @@ pub enum AgentEvent {
     AgentEnd {
         messages: Vec<Message>,
     },
+    /// After the last `agent_end` of a prompt: nothing queued will start
+    /// another run, the session is idle until the host sends more.
+    AgentSettled,
     TurnStart,
     TurnEnd {
         message: Message,
@@ -252,6 +255,7 @@ impl AgentEvent {
         match self {
             AgentEvent::AgentStart => "agent_start",
             AgentEvent::AgentEnd { .. } => "agent_end",
+            AgentEvent::AgentSettled => "agent_settled",
             AgentEvent::TurnStart => "turn_start",
             AgentEvent::TurnEnd { .. } => "turn_end",
             AgentEvent::MessageStart { .. } => "message_start",

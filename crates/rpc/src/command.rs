@@ -4,7 +4,7 @@
 //! Owns the typed arguments of every method (field names as on the wire)
 //! and the rules of the error model: a frame that is not a JSON object with
 //! a string `type` is a `parse` error without `id`; an unknown `type` is an
-//! `Unknown command` error without `id`; a known command with bad arguments
+//! `Unknown command` error that echoes the `id`; a known command with bad arguments
 //! is an error that echoes the `id`. It does not execute anything.
 
 use keel_protocol::{ImageContent, InterruptMode, QueueMode, ThinkingLevel, TodoPhase};
@@ -187,7 +187,7 @@ pub(crate) struct ExportHtmlArgs {
     pub output_path: Option<String>,
 }
 
-/// `branch`.
+/// `branch` and `fork`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BranchArgs {
@@ -321,6 +321,10 @@ pub(crate) enum Command {
     ExportHtml(ExportHtmlArgs),
     Branch(BranchArgs),
     GetBranchMessages,
+    Fork(BranchArgs),
+    Clone,
+    GetCommands,
+    GetAvailableThinkingLevels,
     CycleModel,
     GetAvailableModels,
     SetThinkingLevel(ThinkingArgs),
@@ -426,14 +430,16 @@ pub(crate) fn parse(bytes: &[u8]) -> Inbound {
     let Some(kind) = obj.get("type").and_then(Value::as_str) else {
         return reject_parse("missing string field \"type\"");
     };
+    let id = raw_id.filter(|_| obj.get("id").is_some_and(|v| !v.is_null()));
     let Some(info) = lookup(kind) else {
+        // The id is echoed: a client matches responses by id, and one it
+        // cannot match is a hang (pi's RpcClient waits 30 s for it).
         return Inbound::Reject {
-            id: None,
+            id,
             command: kind.to_owned(),
             error: wire_errors::unknown_command(kind),
         };
     };
-    let id = raw_id.filter(|_| obj.get("id").is_some_and(|v| !v.is_null()));
     if info.dispatch == Dispatch::Reply {
         return match parse_reply(info.method, obj) {
             Ok(reply) => Inbound::Reply(reply),
@@ -573,7 +579,11 @@ fn parse_command(
         Method::SetAutoCompaction => Command::SetAutoCompaction(args(obj)?),
         Method::ExportHtml => Command::ExportHtml(args(obj)?),
         Method::Branch => Command::Branch(args(obj)?),
-        Method::GetBranchMessages => Command::GetBranchMessages,
+        Method::GetBranchMessages | Method::GetForkMessages => Command::GetBranchMessages,
+        Method::Fork => Command::Fork(args(obj)?),
+        Method::Clone => Command::Clone,
+        Method::GetCommands => Command::GetCommands,
+        Method::GetAvailableThinkingLevels => Command::GetAvailableThinkingLevels,
         Method::ExtensionUiResponse
         | Method::HostToolUpdate
         | Method::HostToolResult
@@ -614,7 +624,7 @@ mod tests {
         assert_eq!(reject("[1,2]").1, "parse");
         assert_eq!(reject(r#"{"id":"a","type":5}"#).0, None);
         let (id, cmd, err) = reject(r#"{"id":"a","type":"frobnicate"}"#);
-        assert_eq!(id, None);
+        assert_eq!(id, Some(Value::from("a")));
         assert_eq!(cmd, "frobnicate");
         assert_eq!(err, "Unknown command: frobnicate");
         let (id, cmd, err) = reject(r#"{"id":7,"type":"prompt","message":5}"#);

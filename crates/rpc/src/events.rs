@@ -49,6 +49,7 @@ pub(crate) fn inner_event(event: &AgentEvent) -> (&'static str, InnerEvent<'_>) 
             is_terminal: true,
         },
         AgentEvent::AgentStart
+        | AgentEvent::AgentSettled
         | AgentEvent::TurnStart
         | AgentEvent::TurnEnd { .. }
         | AgentEvent::MessageStart { .. }

@@ -22,12 +22,19 @@ pub struct ModelChoice {
 }
 
 /// Which session to open.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum OpenTarget {
     /// A new session; `parent_session` is recorded in its header.
     New { parent_session: Option<String> },
     /// An existing session, by id, id prefix or file path.
     Resume(String),
+    /// A new session continuing from a branch of another: it starts with
+    /// copies of `entries` (ids kept; empty: an empty session) and records
+    /// `parent_session` in its header.
+    Fork {
+        parent_session: Option<String>,
+        entries: Vec<keel_session_store::Entry>,
+    },
 }
 
 /// Closes what a session holds once its task has stopped (for example the

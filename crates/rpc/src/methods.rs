@@ -53,6 +53,11 @@ pub enum Method {
     SwitchSession,
     Branch,
     GetBranchMessages,
+    Fork,
+    Clone,
+    GetForkMessages,
+    GetCommands,
+    GetAvailableThinkingLevels,
     GetLastAssistantText,
     SetSessionName,
     GetMessages,
@@ -125,6 +130,16 @@ pub const METHODS: &[MethodInfo] = &[
     row("switch_session", Method::SwitchSession, Serial),
     row("branch", Method::Branch, Serial),
     row("get_branch_messages", Method::GetBranchMessages, Serial),
+    // pi's names (its RpcClient and the ACP bridge call these).
+    row("fork", Method::Fork, Serial),
+    row("clone", Method::Clone, Serial),
+    row("get_fork_messages", Method::GetForkMessages, Serial),
+    row("get_commands", Method::GetCommands, Serial),
+    row(
+        "get_available_thinking_levels",
+        Method::GetAvailableThinkingLevels,
+        Serial,
+    ),
     row(
         "get_last_assistant_text",
         Method::GetLastAssistantText,
@@ -166,7 +181,7 @@ mod tests {
             );
             assert_eq!(lookup(m.name), Some(m));
         }
-        assert_eq!(lookup("fork"), None);
+        assert_eq!(lookup("frobnicate"), None);
         assert_eq!(lookup("bash").unwrap().dispatch, Dispatch::Background);
         assert_eq!(lookup("compact").unwrap().dispatch, Dispatch::Background);
         assert!(METHODS.iter().all(|m| m.dispatch != Dispatch::NotSupported));

@@ -53,6 +53,10 @@ pub(crate) fn response_too_large(command: &str, len: usize, max: usize) -> WireE
     ))
 }
 
+pub(crate) fn nothing_to_clone() -> WireError {
+    WireError::text("Cannot clone session: no current entry selected")
+}
+
 pub(crate) fn invalid_params(command: &str, detail: &str) -> WireError {
     WireError::text(format!("Invalid {command} command: {detail}"))
 }

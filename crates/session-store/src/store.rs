@@ -161,6 +161,25 @@ impl SessionStore {
         Ok(writer::spawn(file, path, header.id, leaf, ids))
     }
 
+    /// A new session starting with copies of `entries` (a branch of
+    /// another session, see [`Self::create_with`]), with the tree of them;
+    /// the leaf is the last entry.
+    pub async fn create_branch(
+        &self,
+        cwd: &Path,
+        parent_session: Option<String>,
+        entries: Vec<Entry>,
+    ) -> Result<(SessionWriter, crate::SessionTree)> {
+        let leaf = entries.last().map(|e| e.id.clone());
+        let writer = self
+            .create_with(cwd, parent_session, entries.clone())
+            .await?;
+        Ok((
+            writer,
+            crate::SessionTree::new(entries, Default::default(), leaf),
+        ))
+    }
+
     /// The sessions of one workspace, newest (by last modification) first.
     /// Files that cannot be read as sessions are skipped with a warning.
     pub async fn list(&self, cwd: &Path) -> Result<Vec<SessionSummary>> {

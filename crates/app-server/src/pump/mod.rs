@@ -170,7 +170,7 @@ impl Pump {
         match event {
             AgentEvent::AgentStart => self.start_turn().await,
             AgentEvent::AgentEnd { messages: _ } => self.end_turn().await,
-            AgentEvent::TurnStart | AgentEvent::TurnEnd { .. } => {}
+            AgentEvent::TurnStart | AgentEvent::TurnEnd { .. } | AgentEvent::AgentSettled => {}
             AgentEvent::AutoRetryStart {
                 error_message,
                 error_kind,

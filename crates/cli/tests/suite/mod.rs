@@ -2,6 +2,7 @@
 
 mod app_server;
 mod approvals;
+mod clients;
 mod compaction_config;
 mod compaction_cycle;
 mod config;

@@ -106,6 +106,62 @@ impl Server {
         Ok(true)
     }
 
+    /// `fork {entryId}` (pi): a new session file holding the branch up to
+    /// before that user message; answers with the message's text.
+    pub(super) async fn fork(&mut self, entry_id: &str) -> Result<Option<Value>, WireError> {
+        self.abort_and_wait().await;
+        let (text, parent) = self
+            .handle()
+            .fork_point(entry_id)
+            .map_err(|e| wire_errors::from_core(&e))?;
+        self.fork_through(parent).await?;
+        Ok(Some(json!({"text": text, "cancelled": false})))
+    }
+
+    /// `clone` (pi): a new session file holding the whole active branch.
+    pub(super) async fn clone_session(&mut self) -> Result<Option<Value>, WireError> {
+        self.abort_and_wait().await;
+        let Some(leaf) = self.handle().tree().leaf().map(str::to_owned) else {
+            return Err(wire_errors::nothing_to_clone());
+        };
+        self.fork_through(Some(leaf)).await?;
+        Ok(Some(json!({"cancelled": false})))
+    }
+
+    /// Opens a new session holding the active branch up to `through`
+    /// (none: empty) in place of the active one.
+    async fn fork_through(&mut self, through: Option<String>) -> Result<(), WireError> {
+        let current = self.handle().snapshot();
+        let entries = match &through {
+            Some(id) => self
+                .handle()
+                .tree()
+                .branch_to(Some(id))
+                .into_iter()
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        let parent_session = current
+            .session_file
+            .as_ref()
+            .map(|f| f.display().to_string());
+        let opened = self
+            .factory
+            .open(
+                OpenTarget::Fork {
+                    parent_session,
+                    entries,
+                },
+                self.model.as_ref().map(|m| &m.info),
+                current.thinking_level,
+            )
+            .await
+            .map_err(|reason| wire_errors::session_failure(&reason))?;
+        self.replace_session(opened).await;
+        Ok(())
+    }
+
     pub(super) async fn set_session_name(&self, name: &str) -> Result<Option<Value>, WireError> {
         let name = name.trim();
         if name.is_empty() {

@@ -91,6 +91,16 @@ impl Server {
 
     /// The next level the model supports, wrapping around; `null` without a
     /// model or when the model does not reason.
+    /// `{"levels":[…]}`: the levels the selected model takes (`["off"]`
+    /// for a model without reasoning, or without a model).
+    pub(super) fn get_available_thinking_levels(&self) -> Result<Option<Value>, WireError> {
+        let levels = match &self.model {
+            Some(model) if model.info.reasoning() => supported_levels(&model.info),
+            _ => vec![ThinkingLevel::Off],
+        };
+        Ok(Some(json!({ "levels": levels })))
+    }
+
     pub(super) async fn cycle_thinking_level(&self) -> Result<Option<Value>, WireError> {
         let Some(model) = &self.model else {
             return Ok(Some(Value::Null));

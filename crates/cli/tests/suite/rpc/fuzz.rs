@@ -154,11 +154,11 @@ fn generate(rng: &mut Lcg, n: usize) -> Vec<(Vec<u8>, Expect)> {
                     parse_error(),
                 )
             }
-            // Unknown commands: no id in the answer.
+            // Unknown commands: the id is echoed.
             5 => {
                 let name = format!("no_such_command_{}", rng.below(1000));
                 let v = json!({"id": id, "type": name});
-                (v.to_string().into_bytes(), Some((name, None)))
+                (v.to_string().into_bytes(), Some((name, Some(json!(id)))))
             }
             // Replies for requests that do not exist: ignored.
             6 => {

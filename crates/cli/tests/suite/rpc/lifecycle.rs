@@ -38,7 +38,7 @@ async fn error_model_unknown_parse_and_bad_arguments() {
     let r = rpc.next().await;
     assert_eq!(
         r,
-        json!({"type":"response","command":"frobnicate","success":false,
+        json!({"id":"u1","type":"response","command":"frobnicate","success":false,
                "error":"Unknown command: frobnicate"})
     );
     rpc.send_raw("{not json").await;

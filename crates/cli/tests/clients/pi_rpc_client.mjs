@@ -1,0 +1,62 @@
+// pi's own RpcClient (@mariozechner/pi-coding-agent), unmodified, driving
+// keel through scripts/keel-for-node.mjs. The mock model's answers are
+// queued by the Rust test that runs this script (suite/clients.rs), in the
+// order of the prompts below. Prints one JSON object with what the client
+// saw; every wait is bounded by the client's own timeouts.
+import { RpcClient } from "@mariozechner/pi-coding-agent";
+
+const launcher = process.env.KEEL_NODE_LAUNCHER;
+const out = {};
+const client = new RpcClient({ cliPath: launcher, cwd: process.env.KEEL_TEST_WS });
+
+const types = (events) => events.map((e) => e.type);
+const texts = (messages) =>
+  messages.map((m) =>
+    typeof m.content === "string"
+      ? m.content
+      : m.content.filter((c) => c.type === "text").map((c) => c.text).join(""),
+  );
+
+try {
+  await client.start();
+  const state = await client.getState();
+  out.startState = { hasSessionId: typeof state.sessionId === "string", model: state.model?.id };
+
+  const first = await client.promptAndWait("hello", undefined, 20000);
+  out.firstTurn = types(first);
+
+  const second = await client.promptAndWait("run it", undefined, 20000);
+  out.secondTurn = types(second);
+  out.toolResult = second
+    .filter((e) => e.type === "tool_execution_end")
+    .map((e) => ({ name: e.toolName, isError: e.isError }));
+
+  out.lastAssistantText = await client.getLastAssistantText();
+  const forkable = await client.getForkMessages();
+  out.forkMessages = forkable.map((m) => m.text);
+  const before = (await client.getState()).sessionFile;
+
+  const forked = await client.fork(forkable[1].entryId);
+  out.fork = forked;
+  const afterFork = await client.getState();
+  out.forkNewFile = afterFork.sessionFile !== before;
+  out.forkMessagesAfter = texts(await client.getMessages());
+
+  const cloned = await client.clone();
+  out.clone = cloned;
+  const afterClone = await client.getState();
+  out.cloneNewFile = afterClone.sessionFile !== afterFork.sessionFile;
+  out.cloneMessages = texts(await client.getMessages());
+
+  out.commands = await client.getCommands();
+  out.models = (await client.getAvailableModels()).map((m) => m.id);
+  out.stats = (await client.getSessionStats()).userMessages;
+  await client.setSessionName("from pi's client");
+  out.newSession = await client.newSession();
+  out.afterNewSession = (await client.getMessages()).length;
+} catch (e) {
+  out.error = String(e?.message ?? e);
+} finally {
+  await client.stop();
+}
+process.stdout.write(JSON.stringify(out) + "\n");

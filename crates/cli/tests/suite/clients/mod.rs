@@ -1,0 +1,65 @@
+//! Published client libraries, unmodified, driving the real binary: each
+//! runs a script under `tests/clients/` (installed from the registries
+//! with `npm ci` / `pip` there by `.ci/run`) against the mock model, and
+//! the test checks what the client saw. Locally a client that is not
+//! installed is skipped with a message; under `CI` that fails.
+
+mod pi_rpc;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Longest a client script may run.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `crates/cli/tests/clients`.
+pub fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// `scripts/keel-for-node.mjs` at the repository's root.
+pub fn node_launcher() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/keel-for-node.mjs")
+}
+
+/// Whether the npm package `name` is installed for the client scripts;
+/// when it is not, says so (or fails under CI).
+#[allow(clippy::print_stderr)]
+pub fn npm_client(name: &str) -> bool {
+    let installed = clients_dir().join("node_modules").join(name).is_dir();
+    if !installed {
+        let why =
+            format!("{name} is not installed: run `npm ci --prefix crates/cli/tests/clients`");
+        assert!(
+            !keel_test_support::in_ci(),
+            "{why}: CI must run the client tests"
+        );
+        eprintln!("SKIPPED: {why}");
+    }
+    installed
+}
+
+/// Runs `node SCRIPT` with `env`, bounded by [`SCRIPT_TIMEOUT`], and
+/// returns the JSON object it printed last.
+pub async fn run_node(script: &str, env: &[(&str, String)]) -> Value {
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg(clients_dir().join(script))
+        .current_dir(clients_dir())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = tokio::time::timeout(SCRIPT_TIMEOUT, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{script} did not finish in {SCRIPT_TIMEOUT:?}"))
+        .unwrap_or_else(|e| panic!("cannot run node {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stdout.lines().rev().find(|l| l.starts_with('{'));
+    match last.map(serde_json::from_str::<Value>) {
+        Some(Ok(v)) => v,
+        _ => panic!("{script} printed no result\nstdout:\n{stdout}\nstderr:\n{stderr}"),
+    }
+}

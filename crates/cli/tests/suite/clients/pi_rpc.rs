@@ -1,0 +1,67 @@
+//! pi's own `RpcClient`, as published on npm, against `keel --mode rpc`:
+//! it spawns keel with its own arguments (flat events come from
+//! `KEEL_RPC_FLAT_EVENTS`), prompts and waits, runs a tool, lists fork
+//! points, forks and clones into new session files, and calls every other
+//! method it has that needs no model answer; nothing may hang.
+
+use keel_test_support::{MockResponse, tool_call};
+use serde_json::json;
+
+use super::{node_launcher, npm_client, run_node};
+use crate::suite::Env;
+
+#[tokio::test]
+async fn pi_rpc_client_drives_keel_unchanged() {
+    if !npm_client("@mariozechner/pi-coding-agent") {
+        return;
+    }
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::text("Hello there."),
+        MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+        MockResponse::text("Ran it."),
+    ]);
+    let out = run_node(
+        "pi_rpc_client.mjs",
+        &[
+            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+            ("KEEL_NODE_LAUNCHER", node_launcher().display().to_string()),
+            ("KEEL_TEST_WS", env.ws().display().to_string()),
+            ("KEEL_HOME", env.home.path().display().to_string()),
+            ("KEEL_BASE_URL", env.mock.base_url()),
+            ("KEEL_MODEL", "mock-model".to_owned()),
+            ("KEEL_RPC_FLAT_EVENTS", "1".to_owned()),
+        ],
+    )
+    .await;
+    assert!(out.get("error").is_none(), "{out:#}");
+    assert_eq!(out["startState"]["hasSessionId"], true, "{out:#}");
+    let first: Vec<&str> = out["firstTurn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(first.first(), Some(&"agent_start"), "{out:#}");
+    assert!(first.contains(&"agent_end"), "{out:#}");
+    assert_eq!(
+        out["toolResult"],
+        json!([{"name": "bash", "isError": false}])
+    );
+    assert_eq!(out["lastAssistantText"], "Ran it.");
+    assert_eq!(out["forkMessages"], json!(["hello", "run it"]));
+    assert_eq!(out["fork"], json!({"text": "run it", "cancelled": false}));
+    assert_eq!(out["forkNewFile"], true);
+    assert_eq!(out["forkMessagesAfter"], json!(["hello", "Hello there."]));
+    assert_eq!(out["clone"], json!({"cancelled": false}));
+    assert_eq!(out["cloneNewFile"], true);
+    assert_eq!(out["cloneMessages"], out["forkMessagesAfter"]);
+    assert_eq!(out["commands"], json!([]));
+    assert_eq!(out["models"][0], "mock-model");
+    assert_eq!(out["stats"], 1);
+    assert_eq!(out["newSession"], json!({"cancelled": false}));
+    assert_eq!(out["afterNewSession"], 0);
+    // Three session files: the first, the fork, the clone (and the new one).
+    assert_eq!(env.session_files().len(), 4);
+    assert_eq!(env.mock.request_count(), 3);
+}
