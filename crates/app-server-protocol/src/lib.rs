@@ -21,4 +21,12 @@ pub mod surface;
 pub mod v2;
 
 pub use jsonrpc::{ErrorObject, Incoming, IncomingError, RequestId, parse_incoming};
+
+/// The Codex release whose app-server protocol keel implements: the
+/// version of the schema checked in under `schema/` and of the peer it is
+/// tested against. `initialize` reports it where Codex clients read the
+/// server's version (the `userAgent`'s `name/VERSION`), so their
+/// version-gated features work; keel's own name and version follow in the
+/// same string.
+pub const CODEX_VERSION: &str = "0.169.0";
 pub use methods::{MethodSpec, Params, Stability};

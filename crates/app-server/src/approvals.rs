@@ -413,8 +413,12 @@ pub async fn replay(runtime: &Arc<Runtime>, thread_id: &str, conn: &Arc<Connecti
         let card = engine::PendingRequest::from_record(&row);
         let (turn_id, cwd) = match &thread {
             Some(t) => (
-                crate::history::turn_of_call(thread_id, &t.handle.messages(), &row.call_id)
-                    .unwrap_or_default(),
+                crate::history::turn_of_call(
+                    thread_id,
+                    &crate::history::steps(&t.handle.tree()),
+                    &row.call_id,
+                )
+                .unwrap_or_default(),
                 t.state().cwd.display().to_string(),
             ),
             None => (String::new(), row.workspace.clone()),

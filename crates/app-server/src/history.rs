@@ -1,41 +1,96 @@
 //! A session's history (core messages) as protocol turns, for
 //! `thread/read`, `thread/resume` and `thread/turns/list`.
 //!
-//! Each user message that follows an assistant answer starts a turn (a
-//! steering message inside a run is kept in the run's turn). Turn ids are
-//! derived from the thread id and the turn's position, so they are stable
-//! across reads.
+//! The history is the active branch of the session's entry tree, every
+//! message on it (those a compaction summarised included) and the
+//! compactions between them ([`steps`]), so no turn is lost or renumbered
+//! by a compaction. Each user message that follows an assistant answer
+//! starts a turn (a steering message inside a run is kept in the run's
+//! turn). A compaction between turns (`thread/compact/start`) is a turn of
+//! its own holding a `contextCompaction` item, as Codex shows it; one
+//! inside a run (the context passed its threshold) is an item of that
+//! run's turn. Turn ids are derived from the thread id and the turn's
+//! position, so they are stable across reads.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use keel_app_server_protocol::v2::{ThreadItem, Turn, TurnError, TurnItemsView, TurnStatus};
 use keel_protocol::{ContentBlock, Message, StopReason};
+use keel_session_store::{EntryBody, SessionTree};
 
 use crate::errors::turn_error;
 use crate::items::{Ending, completed_item, started_item, user_inputs};
 
-/// The turns of `messages`, every item included.
-pub fn turns_of(thread_id: &str, messages: &[Message], cwd: &Path) -> Vec<Turn> {
+/// One step of a thread's history.
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    Message(&'a Message),
+    /// A compaction, at this time (Unix seconds).
+    Compaction(i64),
+}
+
+/// The steps of `tree`'s active branch, oldest first.
+pub fn steps(tree: &SessionTree) -> Vec<Step<'_>> {
+    tree.branch_to(tree.leaf())
+        .into_iter()
+        .filter_map(|entry| match &entry.body {
+            EntryBody::Message { message } => Some(Step::Message(message)),
+            EntryBody::Compaction { .. } => Some(Step::Compaction(
+                chrono::DateTime::parse_from_rfc3339(&entry.timestamp)
+                    .map(|t| t.timestamp())
+                    .unwrap_or(0),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The steps of plain messages (a history without compactions).
+pub fn message_steps(messages: &[Message]) -> Vec<Step<'_>> {
+    messages.iter().map(Step::Message).collect()
+}
+
+fn new_turn(thread_id: &str, n: usize, at: i64) -> Turn {
+    Turn {
+        id: format!("{thread_id}-turn-{n}"),
+        root_turn_id: None,
+        items: Vec::new(),
+        items_view: TurnItemsView::Full,
+        status: TurnStatus::Completed,
+        error: None,
+        started_at: Some(at),
+        completed_at: Some(at),
+        duration_ms: None,
+    }
+}
+
+/// The turns of `steps`, every item included.
+pub fn turns_of(thread_id: &str, steps: &[Step<'_>], cwd: &Path) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
     let mut tools: HashMap<String, ThreadItem> = HashMap::new();
     let mut last_was_assistant = true;
-    for (i, message) in messages.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
+        let message = match step {
+            Step::Message(message) => *message,
+            Step::Compaction(at) => {
+                if turns.is_empty() || last_was_assistant {
+                    let n = turns.len();
+                    turns.push(new_turn(thread_id, n, *at));
+                }
+                if let Some(turn) = turns.last_mut() {
+                    turn.items.push(ThreadItem::ContextCompaction {
+                        id: format!("{thread_id}-item-{i}"),
+                    });
+                }
+                continue;
+            }
+        };
         match message {
             Message::User(u) => {
                 if turns.is_empty() || last_was_assistant {
                     let n = turns.len();
-                    turns.push(Turn {
-                        id: format!("{thread_id}-turn-{n}"),
-                        root_turn_id: None,
-                        items: Vec::new(),
-                        items_view: TurnItemsView::Full,
-                        status: TurnStatus::Completed,
-                        error: None,
-                        started_at: Some(u.timestamp / 1000),
-                        completed_at: Some(u.timestamp / 1000),
-                        duration_ms: None,
-                    });
+                    turns.push(new_turn(thread_id, n, u.timestamp / 1000));
                 }
                 last_was_assistant = false;
                 if let Some(turn) = turns.last_mut() {
@@ -118,31 +173,37 @@ pub fn turns_of(thread_id: &str, messages: &[Message], cwd: &Path) -> Vec<Turn> 
     turns
 }
 
-/// Each message with the number of turns [`turns_of`] has opened up to and
-/// including it (a user message after an assistant one opens a turn).
-fn with_turn_counts(messages: &[Message]) -> impl Iterator<Item = (usize, &Message)> {
+/// Each step with the number of turns [`turns_of`] has opened up to and
+/// including it (a user message after an assistant one opens a turn, and
+/// so does a compaction between turns).
+fn with_turn_counts<'a>(steps: &'a [Step<'a>]) -> impl Iterator<Item = (usize, &'a Step<'a>)> + 'a {
     let mut turns = 0usize;
     let mut last_was_assistant = true;
-    messages.iter().map(move |message| {
-        match message {
-            Message::User(_) => {
+    steps.iter().map(move |step| {
+        match step {
+            Step::Message(Message::User(_)) => {
                 if turns == 0 || last_was_assistant {
                     turns += 1;
                 }
                 last_was_assistant = false;
             }
-            Message::Assistant(_) => last_was_assistant = true,
-            Message::ToolResult(_) => {}
+            Step::Message(Message::Assistant(_)) => last_was_assistant = true,
+            Step::Message(Message::ToolResult(_)) => {}
+            Step::Compaction(_) => {
+                if turns == 0 || last_was_assistant {
+                    turns += 1;
+                }
+            }
         }
-        (turns, message)
+        (turns, step)
     })
 }
 
 /// The id [`turns_of`] gives the turn in which the model made tool call
 /// `call_id` (for a request announced again after a restart).
-pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Option<String> {
-    with_turn_counts(messages).find_map(|(turns, message)| match message {
-        Message::Assistant(a)
+pub fn turn_of_call(thread_id: &str, steps: &[Step<'_>], call_id: &str) -> Option<String> {
+    with_turn_counts(steps).find_map(|(turns, step)| match step {
+        Step::Message(Message::Assistant(a))
             if turns > 0
                 && a.content
                     .iter()
@@ -150,13 +211,13 @@ pub fn turn_of_call(thread_id: &str, messages: &[Message], call_id: &str) -> Opt
         {
             Some(format!("{thread_id}-turn-{}", turns - 1))
         }
-        Message::User(_) | Message::Assistant(_) | Message::ToolResult(_) => None,
+        Step::Message(_) | Step::Compaction(_) => None,
     })
 }
 
 /// The id [`turns_of`] gives the last turn, if there is one.
-pub fn last_turn_id(thread_id: &str, messages: &[Message]) -> Option<String> {
-    with_turn_counts(messages)
+pub fn last_turn_id(thread_id: &str, steps: &[Step<'_>]) -> Option<String> {
+    with_turn_counts(steps)
         .last()
         .and_then(|(turns, _)| turns.checked_sub(1))
         .map(|n| format!("{thread_id}-turn-{n}"))
@@ -218,6 +279,68 @@ mod tests {
         })
     }
 
+    fn user(text: &str) -> Message {
+        Message::User(UserMessage {
+            content: vec![ContentBlock::text(text)],
+            timestamp: 1000,
+        })
+    }
+
+    fn kinds(turn: &Turn) -> Vec<&'static str> {
+        turn.items
+            .iter()
+            .map(|i| match i {
+                ThreadItem::UserMessage { .. } => "user",
+                ThreadItem::AgentMessage { .. } => "agent",
+                ThreadItem::ContextCompaction { .. } => "compaction",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_compaction_keeps_every_turn_and_is_shown_where_it_happened() {
+        let (u1, a1) = (
+            user("one"),
+            assistant(vec![ContentBlock::text("a1")], StopReason::Stop),
+        );
+        let (u2, a2) = (
+            user("two"),
+            assistant(vec![ContentBlock::text("a2")], StopReason::Stop),
+        );
+        let (u3, a3) = (
+            user("three"),
+            assistant(vec![ContentBlock::text("a3")], StopReason::Stop),
+        );
+        // Between turns (asked for): a turn of its own; inside a run (the
+        // threshold passed after the user message): an item of that turn.
+        let steps = [
+            Step::Message(&u1),
+            Step::Message(&a1),
+            Step::Compaction(5),
+            Step::Message(&u2),
+            Step::Message(&a2),
+            Step::Message(&u3),
+            Step::Compaction(6),
+            Step::Message(&a3),
+        ];
+        let turns = turns_of("t", &steps, Path::new("/w"));
+        let shapes: Vec<Vec<&str>> = turns.iter().map(kinds).collect();
+        assert_eq!(
+            shapes,
+            [
+                vec!["user", "agent"],
+                vec!["compaction"],
+                vec!["user", "agent"],
+                vec!["user", "compaction", "agent"],
+            ]
+        );
+        let ids: Vec<&str> = turns.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["t-turn-0", "t-turn-1", "t-turn-2", "t-turn-3"]);
+        assert_eq!(turns[1].started_at, Some(5));
+        assert_eq!(last_turn_id("t", &steps).as_deref(), Some("t-turn-3"));
+    }
+
     #[test]
     fn groups_messages_into_turns_with_items() {
         let messages = vec![
@@ -248,7 +371,7 @@ mod tests {
             }),
             assistant(vec![], StopReason::Aborted),
         ];
-        let turns = turns_of("t", &messages, Path::new("/w"));
+        let turns = turns_of("t", &message_steps(&messages), Path::new("/w"));
         assert_eq!(turns.len(), 2);
         let kinds: Vec<String> = turns[0]
             .items
@@ -267,12 +390,18 @@ mod tests {
         assert_eq!(s.items_view, TurnItemsView::Summary);
         // The ids agree with the turns listed.
         assert_eq!(
-            turn_of_call("t", &messages, "c1").as_deref(),
+            turn_of_call("t", &message_steps(&messages), "c1").as_deref(),
             Some("t-turn-0")
         );
-        assert_eq!(turn_of_call("t", &messages, "c9"), None);
-        assert_eq!(last_turn_id("t", &messages), Some(turns[1].id.clone()));
-        assert_eq!(last_turn_id("t", &messages[..4]), Some(turns[0].id.clone()));
-        assert_eq!(last_turn_id("t", &[]), None);
+        assert_eq!(turn_of_call("t", &message_steps(&messages), "c9"), None);
+        assert_eq!(
+            last_turn_id("t", &message_steps(&messages)),
+            Some(turns[1].id.clone())
+        );
+        assert_eq!(
+            last_turn_id("t", &message_steps(&messages[..4])),
+            Some(turns[0].id.clone())
+        );
+        assert_eq!(last_turn_id("t", &message_steps(&[])), None);
     }
 }

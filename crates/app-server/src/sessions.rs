@@ -327,7 +327,9 @@ pub async fn resume_interrupted(runtime: &Arc<Runtime>, thread_id: &str) {
     let Some(thread) = runtime.thread(thread_id) else {
         return;
     };
-    let Some(turn_id) = crate::history::last_turn_id(thread_id, &thread.handle.messages()) else {
+    let Some(turn_id) =
+        crate::history::last_turn_id(thread_id, &crate::history::steps(&thread.handle.tree()))
+    else {
         return;
     };
     {
@@ -527,5 +529,6 @@ pub fn summary_thread(runtime: &Runtime, s: &SessionSummary) -> Thread {
         name: s.name.clone(),
         project_id: None,
         turns: Vec::new(),
+        history_mode: Default::default(),
     }
 }

@@ -228,6 +228,7 @@ impl LoadedThread {
             name: s.name.clone(),
             project_id: None,
             turns,
+            history_mode: Default::default(),
         }
     }
 

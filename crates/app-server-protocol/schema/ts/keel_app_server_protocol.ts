@@ -129,11 +129,13 @@ export type SkillsListResponse = { data: Array<SkillsListEntry> };
 
 export type SortDirection = "asc" | "desc";
 
-export type Thread = { agentNickname?: string | null; agentRole?: string | null; cliVersion: string; createdAt: number; cwd: string; ephemeral: boolean; forkedFromId?: string | null; gitInfo?: (GitInfo) | (null); id: string; model?: string | null; modelProvider: string; name?: string | null; originator?: string | null; parentThreadId?: string | null; path?: string | null; preview: string; projectId?: string | null; reasoningEffort?: string | null; sessionId: string; source: string; status: ThreadStatus; threadSource?: string | null; turns: Array<Turn>; updatedAt: number };
+export type Thread = { agentNickname?: string | null; agentRole?: string | null; cliVersion: string; createdAt: number; cwd: string; ephemeral: boolean; forkedFromId?: string | null; gitInfo?: (GitInfo) | (null); historyMode?: (ThreadHistoryMode); id: string; model?: string | null; modelProvider: string; name?: string | null; originator?: string | null; parentThreadId?: string | null; path?: string | null; preview: string; projectId?: string | null; reasoningEffort?: string | null; sessionId: string; source: string; status: ThreadStatus; threadSource?: string | null; turns: Array<Turn>; updatedAt: number };
 
 export type ThreadActiveFlag = "waitingOnApproval" | "waitingOnUserInput";
 
 export type ThreadForkParams = { approvalPolicy?: (AskForApproval) | (null); baseInstructions?: string | null; cwd?: string | null; developerInstructions?: string | null; ephemeral?: boolean; excludeTurns?: boolean; lastTurnId?: string | null; model?: string | null; modelProvider?: string | null; path?: string | null; sandbox?: (SandboxMode) | (null); threadId: string };
+
+export type ThreadHistoryMode = "legacy" | "paginated";
 
 export type ThreadIdNotification = { threadId: string };
 

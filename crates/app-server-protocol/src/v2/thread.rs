@@ -65,6 +65,21 @@ pub struct Thread {
     pub name: Option<String>,
     pub project_id: Option<String>,
     pub turns: Vec<Turn>,
+    /// How the thread's history is kept: always `legacy` (every turn in
+    /// one session file).
+    #[serde(default)]
+    pub history_mode: ThreadHistoryMode,
+}
+
+/// `Thread.historyMode`.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadHistoryMode {
+    #[default]
+    Legacy,
+    Paginated,
 }
 
 /// Settings a thread runs with; shared by start, resume and fork results.

@@ -28,8 +28,9 @@ pub fn initialize(ctx: &mut RequestCtx, params: InitializeParams) -> Result<Repl
         .unwrap_or_else(|_| ctx.runtime.config.home.clone());
     ok(&InitializeResponse {
         user_agent: format!(
-            "{}/{version} ({}; {}) keel ({}; {})",
+            "{}/{} ({}; {}) keel/{version} ({}; {})",
             client.name,
+            keel_app_server_protocol::CODEX_VERSION,
             std::env::consts::OS,
             std::env::consts::ARCH,
             client.name,

@@ -14,7 +14,7 @@ use keel_app_server_protocol::v2::{
 use keel_protocol::Op;
 
 use crate::handlers::{After, Reply, RequestCtx, ok};
-use crate::history::turns_of;
+use crate::history::{steps, turns_of};
 use crate::rpc_error::RpcError;
 use crate::sessions::{self, OpenOptions};
 use crate::thread_state::LoadedThread;
@@ -60,7 +60,7 @@ fn session_response(
 /// The full turns of a loaded thread, from its session history.
 pub fn loaded_turns(thread: &LoadedThread) -> Vec<Turn> {
     let cwd = thread.state().cwd.clone();
-    turns_of(&thread.id, &thread.handle.messages(), &cwd)
+    turns_of(&thread.id, &steps(&thread.handle.tree()), &cwd)
 }
 
 /// How to open a thread: a request's overrides, checked.
@@ -254,7 +254,16 @@ pub async fn list(ctx: &mut RequestCtx, p: ThreadListParams) -> Result<Reply, Rp
     let archived = p.archived.unwrap_or(false);
     let mut threads: Vec<Thread> = Vec::new();
     for s in sessions::list_sessions(&ctx.runtime).await {
-        let mut t = match ctx.runtime.thread(&s.id) {
+        // As Codex: a thread is listed once it has a turn.
+        let loaded = ctx.runtime.thread(&s.id);
+        let has_turn = s.message_count > 0
+            || loaded
+                .as_ref()
+                .is_some_and(|t| t.state().active.is_some() || !t.handle.messages().is_empty());
+        if !has_turn {
+            continue;
+        }
+        let mut t = match loaded {
             Some(loaded) => loaded.to_thread(&ctx.runtime.config.version, Vec::new()),
             None => sessions::summary_thread(&ctx.runtime, &s),
         };
@@ -310,11 +319,8 @@ pub(crate) async fn read_thread(
         .ok()
         .and_then(|l| l.into_iter().find(|s| s.id == id))
         .ok_or_else(|| RpcError::thread_not_found(id))?;
-    let turns = turns_of(
-        id,
-        &loaded.messages(),
-        std::path::Path::new(&loaded.header.cwd),
-    );
+    let tree = loaded.tree();
+    let turns = turns_of(id, &steps(&tree), std::path::Path::new(&loaded.header.cwd));
     let mut thread = sessions::summary_thread(&ctx.runtime, &summary);
     if include_turns {
         thread.turns = turns.clone();

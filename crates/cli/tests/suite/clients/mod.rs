@@ -4,6 +4,7 @@
 //! the test checks what the client saw. Locally a client that is not
 //! installed is skipped with a message; under `CI` that fails.
 
+mod codex_sdk;
 mod pi_rpc;
 
 use std::path::{Path, PathBuf};
@@ -41,10 +42,45 @@ pub fn npm_client(name: &str) -> bool {
     installed
 }
 
+/// The Python that has the PyPI module `module` (`KEEL_TEST_PYTHON`, else
+/// `tests/clients/.venv`); when none has it, says so (or fails under CI).
+#[allow(clippy::print_stderr)]
+pub fn pip_client(module: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("KEEL_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| clients_dir().join(".venv/bin/python"));
+    let has = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        let why = format!(
+            "{module} is not importable by {}: run `python3 -m venv crates/cli/tests/clients/.venv && crates/cli/tests/clients/.venv/bin/pip install -r crates/cli/tests/clients/requirements.txt`",
+            python.display()
+        );
+        assert!(
+            !keel_test_support::in_ci(),
+            "{why}: CI must run the client tests"
+        );
+        eprintln!("SKIPPED: {why}");
+        return None;
+    }
+    Some(python)
+}
+
+/// Runs `python SCRIPT` with `env` (see [`run_node`]).
+pub async fn run_python(python: &Path, script: &str, env: &[(&str, String)]) -> Value {
+    run_script(python.as_os_str(), script, env).await
+}
+
 /// Runs `node SCRIPT` with `env`, bounded by [`SCRIPT_TIMEOUT`], and
 /// returns the JSON object it printed last.
 pub async fn run_node(script: &str, env: &[(&str, String)]) -> Value {
-    let mut cmd = tokio::process::Command::new("node");
+    run_script(std::ffi::OsStr::new("node"), script, env).await
+}
+
+async fn run_script(program: &std::ffi::OsStr, script: &str, env: &[(&str, String)]) -> Value {
+    let mut cmd = tokio::process::Command::new(program);
     cmd.arg(clients_dir().join(script))
         .current_dir(clients_dir())
         .kill_on_drop(true);
