@@ -90,6 +90,7 @@ requests! {
     "config/read" => ConfigReadParams, ConfigReadResponse;
     "account/read" => EmptyResponse, GetAccountResponse;
     "skills/list" => CwdsParams, SkillsListResponse;
+    "permissionProfile/list" => PermissionProfileListParams, PermissionProfileListResponse;
     "hooks/list" => CwdsParams, HooksListResponse;
 }
 

@@ -72,6 +72,20 @@ pub fn mode_for(policy: &AskForApproval) -> Mode {
     }
 }
 
+/// The approval policy a `permissions` profile id (a mode of
+/// `permissionProfile/list`) selects; an unknown id is refused.
+pub fn mode_for_profile(id: &str) -> Result<AskForApproval, crate::rpc_error::RpcError> {
+    Mode::ALL
+        .into_iter()
+        .find(|m| m.as_str() == id)
+        .map(policy_for)
+        .ok_or_else(|| {
+            crate::rpc_error::RpcError::invalid(format!(
+                "unknown permission profile {id:?}: permissionProfile/list names them"
+            ))
+        })
+}
+
 /// The policy a keel mode is reported as.
 pub fn policy_for(mode: Mode) -> AskForApproval {
     AskForApproval::Named(match mode {

@@ -126,6 +126,7 @@ async fn route(
         "config/read" => misc::config_read(ctx, parse(params)?).await,
         "account/read" => misc::account_read(ctx),
         "skills/list" => misc::skills_list(ctx, parse(params)?),
+        "permissionProfile/list" => misc::permission_profiles(parse(params)?),
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
         other => Err(RpcError::not_implemented(other)),
     }
@@ -170,6 +171,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "config/read",
     "account/read",
     "skills/list",
+    "permissionProfile/list",
     "hooks/list",
 ];
 

@@ -123,6 +123,10 @@ pub struct ThreadOverrides {
     pub base_instructions: Option<String>,
     #[serde(default)]
     pub developer_instructions: Option<String>,
+    /// A permission profile of `permissionProfile/list` (keel: the
+    /// approval mode the thread runs under), instead of `approvalPolicy`.
+    #[serde(default)]
+    pub permissions: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]

@@ -134,6 +134,10 @@ pub struct TurnStartParams {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub client_user_message_id: Option<String>,
+    /// A permission profile of `permissionProfile/list` for this turn and
+    /// the next ones (keel: an approval mode), instead of `approvalPolicy`.
+    #[serde(default)]
+    pub permissions: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

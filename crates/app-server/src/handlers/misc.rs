@@ -5,9 +5,11 @@
 use keel_app_server_protocol::v2::{
     Account, ConfigReadParams, ConfigReadResponse, CwdsParams, GetAccountResponse, HooksListEntry,
     HooksListResponse, Model, ModelListParams, ModelListResponse, ModelProviderInfo,
-    ModelProviderListResponse, ReasoningEffortOption, SkillsListEntry, SkillsListResponse,
+    ModelProviderListResponse, PermissionProfileListParams, PermissionProfileListResponse,
+    PermissionProfileSummary, ReasoningEffortOption, SkillsListEntry, SkillsListResponse,
 };
 use keel_core::ModelInfo;
+use keel_core::keel_approvals::Mode;
 use keel_protocol::ThinkingLevel;
 use serde_json::{Map, json};
 
@@ -176,6 +178,30 @@ fn cwds(ctx: &RequestCtx, p: CwdsParams) -> Vec<String> {
     } else {
         p.cwds
     }
+}
+
+/// `permissionProfile/list`: keel's approval modes, the profiles a client
+/// can select with `permissions` on `thread/start`, `thread/resume` and
+/// `turn/start` (see [`crate::approvals::mode_for_profile`]).
+pub fn permission_profiles(p: PermissionProfileListParams) -> Result<Reply, RpcError> {
+    if p.cursor.is_some() {
+        return Err(RpcError::invalid("invalid cursor: the list has one page"));
+    }
+    let data = Mode::ALL
+        .iter()
+        .map(|mode| PermissionProfileSummary {
+            id: mode.as_str().to_owned(),
+            description: Some(format!(
+                "keel approval mode: ask {}",
+                mode.label().to_lowercase()
+            )),
+            allowed: true,
+        })
+        .collect();
+    ok(&PermissionProfileListResponse {
+        data,
+        next_cursor: None,
+    })
 }
 
 pub fn skills_list(ctx: &mut RequestCtx, p: CwdsParams) -> Result<Reply, RpcError> {

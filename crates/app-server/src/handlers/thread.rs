@@ -70,11 +70,15 @@ fn open_options(
     ephemeral: bool,
 ) -> Result<OpenOptions, RpcError> {
     check_policy(ctx, o.approval_policy.as_ref())?;
+    let approval_policy = match &o.permissions {
+        Some(id) => Some(crate::approvals::mode_for_profile(id)?),
+        None => o.approval_policy,
+    };
     Ok(OpenOptions {
         cwd: o.cwd.map(PathBuf::from),
         model: o.model,
         model_provider: o.model_provider,
-        approval_policy: o.approval_policy,
+        approval_policy,
         sandbox: o.sandbox,
         base_instructions: o.base_instructions,
         developer_instructions: o.developer_instructions,
@@ -100,8 +104,8 @@ pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, 
 }
 
 pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply, RpcError> {
-    let policy = p.overrides.approval_policy.clone();
     let opts = open_options(ctx, p.overrides, false)?;
+    let policy = opts.approval_policy.clone();
     if ctx.runtime.thread(&p.thread_id).is_none()
         && crate::metadata::load(&ctx.runtime.config.home, &p.thread_id)
             .await

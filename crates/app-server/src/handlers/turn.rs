@@ -144,7 +144,11 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
     let input = to_keel_input(&p.input)?;
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
     // Overrides stick for later turns.
-    if let Some(policy) = p.approval_policy.clone() {
+    let policy = match &p.permissions {
+        Some(id) => Some(crate::approvals::mode_for_profile(id)?),
+        None => p.approval_policy.clone(),
+    };
+    if let Some(policy) = policy {
         thread.state().approval_policy = policy;
     }
     if let Some(policy) = p.sandbox_policy.clone() {

@@ -222,3 +222,66 @@ async fn read_only_commands_run_unasked_and_money_asks_even_under_never() {
     assert_eq!(rules, json!([]), "{rules}");
     s.close().await;
 }
+
+/// `permissionProfile/list` names keel's approval modes, and `permissions`
+/// on `thread/start` and `turn/start` selects one (what an ACP editor's
+/// mode menu does through `codex-acp`).
+#[tokio::test]
+async fn permission_profiles_are_the_approval_modes_and_select_one() {
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::tool_calls(vec![tool_call(
+            "w1",
+            "write",
+            json!({"path": "a.txt", "content": "x"}),
+        )]),
+        MockResponse::text("Asked."),
+        MockResponse::tool_calls(vec![tool_call(
+            "w2",
+            "write",
+            json!({"path": "b.txt", "content": "y"}),
+        )]),
+        MockResponse::text("Wrote."),
+    ]);
+    let mut s = env.initialized(false).await;
+    let list = s.ok("permissionProfile/list", json!({})).await;
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["outside", "everything", "money_only"]);
+    assert_eq!(list["nextCursor"], Value::Null);
+    let e = s
+        .err("thread/start", json!({"cwd": env.ws(), "permissions": "nope"}))
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
+    // `everything`: a write inside the workspace asks.
+    let started = s
+        .ok("thread/start", json!({"cwd": env.ws(), "permissions": "everything"}))
+        .await;
+    assert_eq!(started["approvalPolicy"], "untrusted");
+    let thread = started["thread"]["id"].as_str().unwrap().to_owned();
+    let turn = s.start_turn(&thread, "write a").await;
+    let done = s.finish_turn(&turn, "decline").await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(s.seen("item/fileChange/requestApproval").len(), 1);
+    assert!(!env.ws().join("a.txt").exists());
+    // `outside` for this turn on: the same write runs unasked.
+    let t2 = s
+        .ok(
+            "turn/start",
+            json!({"threadId": thread, "input": [{"type": "text", "text": "write b"}],
+                   "permissions": "outside"}),
+        )
+        .await["turn"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = s.finish_turn(&t2, "decline").await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(s.seen("item/fileChange/requestApproval").len(), 1);
+    assert!(env.ws().join("b.txt").exists());
+    s.close().await;
+}
