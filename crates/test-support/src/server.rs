@@ -58,6 +58,9 @@ impl CapturedRequest {
 #[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<MockResponse>>,
+    /// Answers given to every request whose body holds the text, outside
+    /// the script (a client's side requests, such as title generation).
+    standing: Mutex<Vec<(String, MockResponse)>>,
     requests: Mutex<Vec<CapturedRequest>>,
 }
 
@@ -124,6 +127,14 @@ impl MockModelServer {
             shared,
             shutdown,
         })
+    }
+
+    /// Answers every request whose JSON body contains `text` with
+    /// `response`, without taking from the script: for requests a client
+    /// makes on its own at moments a test cannot order (a conversation
+    /// title, say).
+    pub fn answer_whenever(&self, text: impl Into<String>, response: MockResponse) {
+        lock(&self.shared.standing).push((text.into(), response));
     }
 
     /// `http://127.0.0.1:PORT/v1`, the base URL to configure a provider with.
@@ -200,7 +211,12 @@ async fn handle(
         let msg = format!("mock: no route for {method} {path}");
         return json_response(404, &json!({"error": {"message": msg}}), &[]);
     }
-    let next = lock(&state.shared.script).pop_front();
+    let text = String::from_utf8_lossy(&body);
+    let standing = lock(&state.shared.standing)
+        .iter()
+        .find(|(needle, _)| text.contains(needle.as_str()))
+        .map(|(_, r)| r.clone());
+    let next = standing.or_else(|| lock(&state.shared.script).pop_front());
     let Some(scripted) = next else {
         let body = json!({"error": {"message": "mock: no scripted response"}});
         return json_response(500, &body, &[]);

@@ -254,12 +254,18 @@ async fn permission_profiles_are_the_approval_modes_and_select_one() {
     assert_eq!(ids, ["outside", "everything", "money_only"]);
     assert_eq!(list["nextCursor"], Value::Null);
     let e = s
-        .err("thread/start", json!({"cwd": env.ws(), "permissions": "nope"}))
+        .err(
+            "thread/start",
+            json!({"cwd": env.ws(), "permissions": "nope"}),
+        )
         .await;
     assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
     // `everything`: a write inside the workspace asks.
     let started = s
-        .ok("thread/start", json!({"cwd": env.ws(), "permissions": "everything"}))
+        .ok(
+            "thread/start",
+            json!({"cwd": env.ws(), "permissions": "everything"}),
+        )
         .await;
     assert_eq!(started["approvalPolicy"], "untrusted");
     let thread = started["thread"]["id"].as_str().unwrap().to_owned();

@@ -4,6 +4,7 @@
 //! the test checks what the client saw. Locally a client that is not
 //! installed is skipped with a message; under `CI` that fails.
 
+mod acp;
 mod codex_sdk;
 mod pi_rpc;
 

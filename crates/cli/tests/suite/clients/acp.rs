@@ -1,0 +1,122 @@
+//! The ACP bridges editors (Zed and others) use, as published on npm,
+//! unmodified, with keel in place of the agent they were written for:
+//! `codex-acp` runs `keel app-server` as its Codex (`CODEX_PATH`), `pi-acp`
+//! runs `keel --mode rpc` as its pi (`PI_ACP_PI_COMMAND`). The editor side
+//! is `tests/clients/acp_editor.mjs`: prompts, permission answers, cancel,
+//! the session list.
+
+use keel_test_support::{MockResponse, tool_call};
+use serde_json::json;
+
+use super::{npm_client, run_node};
+use crate::suite::Env;
+
+fn fetch(id: &str) -> MockResponse {
+    MockResponse::tool_calls(vec![tool_call(
+        id,
+        "bash",
+        json!({"command": "curl -s http://127.0.0.1:9/nothing"}),
+    )])
+}
+
+fn env_for(env: &Env) -> Vec<(&'static str, String)> {
+    vec![
+        ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+        ("KEEL_TEST_WS", env.ws().display().to_string()),
+        ("KEEL_HOME", env.home.path().display().to_string()),
+        ("HOME", env.home.path().display().to_string()),
+        ("KEEL_BASE_URL", env.mock.base_url()),
+        ("KEEL_MODEL", "mock-model".to_owned()),
+    ]
+}
+
+#[tokio::test]
+async fn codex_acp_drives_keel_app_server_unchanged() {
+    if !npm_client("@agentclientprotocol/codex-acp") {
+        return;
+    }
+    let env = Env::new().await;
+    // codex-acp asks for a conversation title on its own.
+    env.mock
+        .answer_whenever("generate a very short title", MockResponse::text("A title"));
+    env.mock.push_all([
+        MockResponse::text("Hello there."),
+        fetch("c1"),
+        MockResponse::text("Fetched."),
+        fetch("c2"),
+        MockResponse::text("Not fetched."),
+        MockResponse::text("stalling").stall_after(3),
+    ]);
+    let out = run_node("codex_acp.mjs", &env_for(&env)).await;
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+    assert_eq!(out["newSession"], true);
+    assert_eq!(out["text"]["stopReason"], "end_turn");
+    assert!(
+        out["text"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Hello there."),
+        "{out:#}"
+    );
+    assert_eq!(out["allowed"]["asked"], 1, "{out:#}");
+    assert!(
+        out["allowed"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Fetched."),
+        "{out:#}"
+    );
+    assert_eq!(out["rejected"]["asked"], 2, "{out:#}");
+    assert!(
+        out["rejected"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Not fetched."),
+        "{out:#}"
+    );
+    assert_eq!(out["cancelled"], "cancelled");
+    assert_eq!(out["listed"], true);
+    // The declined call never ran: the model heard the decline.
+    let heard = env
+        .mock
+        .requests()
+        .iter()
+        .filter_map(|r| r.body["messages"].as_array().cloned())
+        .flatten()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c2")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(heard.to_lowercase().contains("declined"), "{heard}");
+}
+
+#[tokio::test]
+async fn pi_acp_drives_keel_rpc_unchanged() {
+    if !npm_client("pi-acp") {
+        return;
+    }
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::text("Hello there."),
+        MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+        MockResponse::text("Ran it."),
+        MockResponse::text("stalling").stall_after(3),
+    ]);
+    let out = run_node("pi_acp.mjs", &env_for(&env)).await;
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+    assert_eq!(out["newSession"], true);
+    assert_eq!(out["text"]["stopReason"], "end_turn");
+    assert!(
+        out["text"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Hello there."),
+        "{out:#}"
+    );
+    assert_eq!(out["tool"]["calls"], 1, "{out:#}");
+    assert!(
+        out["tool"]["text"].as_str().unwrap().ends_with("Ran it."),
+        "{out:#}"
+    );
+    assert_eq!(out["cancelled"], "cancelled");
+    assert_eq!(out["listed"], true);
+}
