@@ -48,12 +48,31 @@ try {
   out.cloneNewFile = afterClone.sessionFile !== afterFork.sessionFile;
   out.cloneMessages = texts(await client.getMessages());
 
+  // Steer a slow answer, then abort a stalled one.
+  const steering = client.collectEvents(20000);
+  await client.prompt("slow");
+  await new Promise((r) => setTimeout(r, 100));
+  await client.steer("and also this");
+  out.steered = types(await steering).filter((t) => t === "agent_end").length;
+  const aborting = client.collectEvents(20000);
+  await client.prompt("stall");
+  await new Promise((r) => setTimeout(r, 200));
+  await client.abort();
+  const aborted = await aborting;
+  const last = aborted.filter((e) => e.type === "message_end").pop();
+  out.abortedStop = last?.message?.stopReason;
+  const compacted = await client.compact();
+  out.compactSummary = compacted.summary;
   out.commands = await client.getCommands();
   out.models = (await client.getAvailableModels()).map((m) => m.id);
   out.stats = (await client.getSessionStats()).userMessages;
   await client.setSessionName("from pi's client");
+  const cloneFile = (await client.getState()).sessionFile;
   out.newSession = await client.newSession();
   out.afterNewSession = (await client.getMessages()).length;
+  // Back to the clone: its messages are read again from its file.
+  out.switched = await client.switchSession(cloneFile);
+  out.afterSwitch = (await client.getMessages()).length;
 } catch (e) {
   out.error = String(e?.message ?? e);
 } finally {

@@ -20,6 +20,10 @@ async fn pi_rpc_client_drives_keel_unchanged() {
         MockResponse::text("Hello there."),
         MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
         MockResponse::text("Ran it."),
+        MockResponse::text("slowly and surely").delay_each(std::time::Duration::from_millis(60)),
+        MockResponse::text("Steered."),
+        MockResponse::text("stalling").stall_after(3),
+        MockResponse::text("## Summary\nThe user said hello."),
     ]);
     let out = run_node(
         "pi_rpc_client.mjs",
@@ -56,12 +60,21 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     assert_eq!(out["clone"], json!({"cancelled": false}));
     assert_eq!(out["cloneNewFile"], true);
     assert_eq!(out["cloneMessages"], out["forkMessagesAfter"]);
+    assert_eq!(out["steered"], 1, "{out:#}");
+    assert_eq!(out["abortedStop"], "aborted", "{out:#}");
+    assert!(
+        out["compactSummary"].as_str().unwrap().contains("Summary"),
+        "{out:#}"
+    );
     assert_eq!(out["commands"], json!([]));
     assert_eq!(out["models"][0], "mock-model");
-    assert_eq!(out["stats"], 1);
+    // hello, slow, the steer, stall.
+    assert_eq!(out["stats"], 4);
     assert_eq!(out["newSession"], json!({"cancelled": false}));
     assert_eq!(out["afterNewSession"], 0);
+    assert_eq!(out["switched"], json!({"cancelled": false}));
+    assert!(out["afterSwitch"].as_u64().unwrap() > 2, "{out:#}");
     // Three session files: the first, the fork, the clone (and the new one).
     assert_eq!(env.session_files().len(), 4);
-    assert_eq!(env.mock.request_count(), 3);
+    assert_eq!(env.mock.request_count(), 7);
 }
