@@ -5,9 +5,15 @@
 // saw; every wait is bounded by the client's own timeouts.
 import { RpcClient } from "@mariozechner/pi-coding-agent";
 
-const launcher = process.env.KEEL_NODE_LAUNCHER;
+// keel through its launcher, or (PI_CLI set) pi itself, for comparison.
+const cliPath = process.env.PI_CLI || process.env.KEEL_NODE_LAUNCHER;
 const out = {};
-const client = new RpcClient({ cliPath: launcher, cwd: process.env.KEEL_TEST_WS });
+const client = new RpcClient({
+  cliPath,
+  cwd: process.env.KEEL_TEST_WS,
+  provider: process.env.PI_PROVIDER,
+  model: process.env.PI_MODEL,
+});
 
 const types = (events) => events.map((e) => e.type);
 const texts = (messages) =>

@@ -78,3 +78,92 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     assert_eq!(env.session_files().len(), 4);
     assert_eq!(env.mock.request_count(), 7);
 }
+
+/// The same script against pi itself (the CLI that ships in the package),
+/// on the same scripted answers: what both report must agree, so a
+/// difference between keel and pi shows up here as a difference.
+#[tokio::test]
+async fn pi_rpc_client_sees_the_same_from_pi_and_keel() {
+    if !npm_client("@mariozechner/pi-coding-agent") {
+        return;
+    }
+    let script = || {
+        [
+            MockResponse::text("Hello there."),
+            MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "echo hi"}))]),
+            MockResponse::text("Ran it."),
+            MockResponse::text("slowly and surely")
+                .delay_each(std::time::Duration::from_millis(60)),
+            MockResponse::text("Steered."),
+            MockResponse::text("stalling").stall_after(3),
+            MockResponse::text("## Summary\nThe user said hello."),
+        ]
+    };
+    let keel_env = Env::new().await;
+    keel_env.mock.push_all(script());
+    let keel = run_node(
+        "pi_rpc_client.mjs",
+        &[
+            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+            ("KEEL_NODE_LAUNCHER", node_launcher().display().to_string()),
+            ("KEEL_TEST_WS", keel_env.ws().display().to_string()),
+            ("KEEL_HOME", keel_env.home.path().display().to_string()),
+            ("KEEL_BASE_URL", keel_env.mock.base_url()),
+            ("KEEL_MODEL", "mock-model".to_owned()),
+            ("KEEL_RPC_FLAT_EVENTS", "1".to_owned()),
+        ],
+    )
+    .await;
+    let pi_env = Env::new().await;
+    pi_env.mock.push_all(script());
+    let agent = pi_env.home.path().join(".pi/agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    let models = json!({"providers": {"mock": {
+        "baseUrl": pi_env.mock.base_url(), "api": "openai-completions", "apiKey": "mock-key",
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+        "models": [{"id": "mock-model", "name": "Mock Model", "reasoning": false,
+                    "input": ["text"], "contextWindow": 128000, "maxTokens": 4096}]}}});
+    std::fs::write(agent.join("models.json"), models.to_string()).unwrap();
+    let pi_cli =
+        super::clients_dir().join("node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+    let pi = run_node(
+        "pi_rpc_client.mjs",
+        &[
+            ("PI_CLI", pi_cli.display().to_string()),
+            ("PI_PROVIDER", "mock".to_owned()),
+            ("PI_MODEL", "mock-model".to_owned()),
+            ("PI_OFFLINE", "1".to_owned()),
+            ("HOME", pi_env.home.path().display().to_string()),
+            ("KEEL_TEST_WS", pi_env.ws().display().to_string()),
+        ],
+    )
+    .await;
+    assert!(pi.get("error").is_none(), "pi itself failed: {pi:#}");
+    for field in [
+        "toolResult",
+        "lastAssistantText",
+        "forkMessages",
+        "fork",
+        "forkNewFile",
+        "forkMessagesAfter",
+        "clone",
+        "cloneNewFile",
+        "cloneMessages",
+        "steered",
+        "abortedStop",
+        "commands",
+        "stats",
+        "newSession",
+        "afterNewSession",
+        "switched",
+    ] {
+        assert_eq!(keel[field], pi[field], "{field}: keel {keel:#} pi {pi:#}");
+    }
+    // The one known difference: a manual compaction of a history that
+    // fits the kept budget. pi keeps every message after its summary;
+    // keel summarises all but the last turn (docs/rpc.md, `compact`).
+    assert!(
+        keel["afterSwitch"].as_u64().unwrap() < pi["afterSwitch"].as_u64().unwrap(),
+        "keel {keel:#} pi {pi:#}"
+    );
+}
