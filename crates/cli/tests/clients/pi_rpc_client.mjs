@@ -60,6 +60,11 @@ try {
   await new Promise((r) => setTimeout(r, 100));
   await client.steer("and also this");
   out.steered = types(await steering).filter((t) => t === "agent_end").length;
+  const following = client.collectEvents(20000);
+  await client.prompt("slow again");
+  await new Promise((r) => setTimeout(r, 100));
+  await client.followUp("then this");
+  out.followedUp = types(await following).filter((t) => t === "agent_end").length;
   const aborting = client.collectEvents(20000);
   await client.prompt("stall");
   await new Promise((r) => setTimeout(r, 200));
@@ -70,6 +75,20 @@ try {
   const compacted = await client.compact();
   out.compactSummary = compacted.summary;
   out.commands = await client.getCommands();
+  // Every other method of the client, each answered (none may hang).
+  const models = await client.getAvailableModels();
+  out.setModel = (await client.setModel(models[0].provider, models[0].id)).id;
+  out.cycleModel = (await client.cycleModel())?.model?.id ?? null;
+  await client.setThinkingLevel("off");
+  out.cycleThinkingLevel = await client.cycleThinkingLevel();
+  await client.setSteeringMode("all");
+  await client.setFollowUpMode("one-at-a-time");
+  await client.setAutoCompaction(false);
+  await client.setAutoRetry(false);
+  await client.abortRetry();
+  out.bash = (await client.bash("echo from-bash")).output.trim();
+  await client.abortBash();
+  out.exported = (await client.exportHtml(`${process.env.KEEL_TEST_WS}/export.html`)).path.endsWith("export.html");
   out.models = (await client.getAvailableModels()).map((m) => m.id);
   out.stats = (await client.getSessionStats()).userMessages;
   await client.setSessionName("from pi's client");

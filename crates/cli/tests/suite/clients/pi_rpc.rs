@@ -22,6 +22,8 @@ async fn pi_rpc_client_drives_keel_unchanged() {
         MockResponse::text("Ran it."),
         MockResponse::text("slowly and surely").delay_each(std::time::Duration::from_millis(60)),
         MockResponse::text("Steered."),
+        MockResponse::text("slowly again").delay_each(std::time::Duration::from_millis(60)),
+        MockResponse::text("Followed up."),
         MockResponse::text("stalling").stall_after(3),
         MockResponse::text("## Summary\nThe user said hello."),
     ]);
@@ -61,22 +63,26 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     assert_eq!(out["cloneNewFile"], true);
     assert_eq!(out["cloneMessages"], out["forkMessagesAfter"]);
     assert_eq!(out["steered"], 1, "{out:#}");
+    assert_eq!(out["followedUp"], 1, "{out:#}");
     assert_eq!(out["abortedStop"], "aborted", "{out:#}");
+    assert_eq!(out["setModel"], "mock-model", "{out:#}");
+    assert_eq!(out["bash"], "from-bash", "{out:#}");
+    assert_eq!(out["exported"], true, "{out:#}");
     assert!(
         out["compactSummary"].as_str().unwrap().contains("Summary"),
         "{out:#}"
     );
     assert_eq!(out["commands"], json!([]));
     assert_eq!(out["models"][0], "mock-model");
-    // hello, slow, the steer, stall.
-    assert_eq!(out["stats"], 4);
+    // hello, slow, the steer, slow again, the follow-up, stall.
+    assert_eq!(out["stats"], 6);
     assert_eq!(out["newSession"], json!({"cancelled": false}));
     assert_eq!(out["afterNewSession"], 0);
     assert_eq!(out["switched"], json!({"cancelled": false}));
     assert!(out["afterSwitch"].as_u64().unwrap() > 2, "{out:#}");
     // Three session files: the first, the fork, the clone (and the new one).
     assert_eq!(env.session_files().len(), 4);
-    assert_eq!(env.mock.request_count(), 7);
+    assert_eq!(env.mock.request_count(), 9);
 }
 
 /// The same script against pi itself (the CLI that ships in the package),
@@ -95,6 +101,8 @@ async fn pi_rpc_client_sees_the_same_from_pi_and_keel() {
             MockResponse::text("slowly and surely")
                 .delay_each(std::time::Duration::from_millis(60)),
             MockResponse::text("Steered."),
+            MockResponse::text("slowly again").delay_each(std::time::Duration::from_millis(60)),
+            MockResponse::text("Followed up."),
             MockResponse::text("stalling").stall_after(3),
             MockResponse::text("## Summary\nThe user said hello."),
         ]
@@ -150,7 +158,13 @@ async fn pi_rpc_client_sees_the_same_from_pi_and_keel() {
         "cloneNewFile",
         "cloneMessages",
         "steered",
+        "followedUp",
         "abortedStop",
+        "setModel",
+        "cycleModel",
+        "cycleThinkingLevel",
+        "bash",
+        "exported",
         "commands",
         "stats",
         "newSession",
