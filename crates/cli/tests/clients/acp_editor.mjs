@@ -111,3 +111,44 @@ export async function run(editor, steps) {
   if (Object.keys(errors).length) out.stderr = editor.stderr.slice(-4000);
   process.stdout.write(JSON.stringify(out) + "\n");
 }
+
+/** A prompt in `session`: its stop reason, the agent's text, the tool calls started. */
+export async function prompt(editor, session, text) {
+  const from = editor.updates.length;
+  const r = await editor.request("session/prompt", { sessionId: session.id, prompt: [{ type: "text", text }] });
+  const calls = editor.updates.slice(from).filter((u) => u.sessionUpdate === "tool_call").length;
+  return { stopReason: r.stopReason, text: editor.text(from), calls, asked: editor.permissions.length };
+}
+
+/** The steps every bridge runs first: initialize, a session in `ws`, a text prompt. */
+export function openingSteps(editor, ws, session) {
+  return [
+    ["initialize", async () => (await editor.request("initialize", {
+      protocolVersion: 1,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    })).protocolVersion],
+    ["newSession", async () => {
+      const r = await editor.request("session/new", { cwd: ws, mcpServers: [] });
+      session.id = r.sessionId;
+      return typeof session.id === "string";
+    }],
+    ["text", () => prompt(editor, session, "hello")],
+  ];
+}
+
+/** The steps every bridge runs last: a stalled prompt cancelled, the session list. */
+export function closingSteps(editor, ws, session) {
+  return [
+    ["cancelled", async () => {
+      const from = editor.updates.length;
+      const pending = editor.request("session/prompt", { sessionId: session.id, prompt: [{ type: "text", text: "stall" }] });
+      for (let i = 0; i < 200 && editor.text(from) === ""; i++) await new Promise((r) => setTimeout(r, 25));
+      editor.notify("session/cancel", { sessionId: session.id });
+      return (await pending).stopReason;
+    }],
+    ["listed", async () => {
+      const r = await editor.request("session/list", { cwd: ws });
+      return r.sessions.some((s) => s.sessionId === session.id);
+    }],
+  ];
+}

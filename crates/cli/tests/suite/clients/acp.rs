@@ -6,7 +6,7 @@
 //! the session list.
 
 use keel_test_support::{MockResponse, tool_call};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{npm_client, run_node};
 use crate::suite::Env;
@@ -30,6 +30,22 @@ fn env_for(env: &Env) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// What both bridges must show: a session, a text turn, a cancelled
+/// prompt, the session listed.
+fn assert_opening_and_closing(out: &Value) {
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+    assert_eq!(out["newSession"], true);
+    assert_eq!(out["text"]["stopReason"], "end_turn");
+    assert!(ends_with(&out["text"], "Hello there."), "{out:#}");
+    assert_eq!(out["cancelled"], "cancelled");
+    assert_eq!(out["listed"], true);
+}
+
+/// Whether a prompt's agent text ends with `text`.
+fn ends_with(prompt: &Value, text: &str) -> bool {
+    prompt["text"].as_str().is_some_and(|t| t.ends_with(text))
+}
+
 #[tokio::test]
 async fn codex_acp_drives_keel_app_server_unchanged() {
     if !npm_client("@agentclientprotocol/codex-acp") {
@@ -48,34 +64,11 @@ async fn codex_acp_drives_keel_app_server_unchanged() {
         MockResponse::text("stalling").stall_after(3),
     ]);
     let out = run_node("codex_acp.mjs", &env_for(&env)).await;
-    assert_eq!(out["errors"], json!({}), "{out:#}");
-    assert_eq!(out["newSession"], true);
-    assert_eq!(out["text"]["stopReason"], "end_turn");
-    assert!(
-        out["text"]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("Hello there."),
-        "{out:#}"
-    );
+    assert_opening_and_closing(&out);
     assert_eq!(out["allowed"]["asked"], 1, "{out:#}");
-    assert!(
-        out["allowed"]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("Fetched."),
-        "{out:#}"
-    );
+    assert!(ends_with(&out["allowed"], "Fetched."), "{out:#}");
     assert_eq!(out["rejected"]["asked"], 2, "{out:#}");
-    assert!(
-        out["rejected"]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("Not fetched."),
-        "{out:#}"
-    );
-    assert_eq!(out["cancelled"], "cancelled");
-    assert_eq!(out["listed"], true);
+    assert!(ends_with(&out["rejected"], "Not fetched."), "{out:#}");
     // The declined call never ran: the model heard the decline.
     let heard = env
         .mock
@@ -102,21 +95,7 @@ async fn pi_acp_drives_keel_rpc_unchanged() {
         MockResponse::text("stalling").stall_after(3),
     ]);
     let out = run_node("pi_acp.mjs", &env_for(&env)).await;
-    assert_eq!(out["errors"], json!({}), "{out:#}");
-    assert_eq!(out["newSession"], true);
-    assert_eq!(out["text"]["stopReason"], "end_turn");
-    assert!(
-        out["text"]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("Hello there."),
-        "{out:#}"
-    );
+    assert_opening_and_closing(&out);
     assert_eq!(out["tool"]["calls"], 1, "{out:#}");
-    assert!(
-        out["tool"]["text"].as_str().unwrap().ends_with("Ran it."),
-        "{out:#}"
-    );
-    assert_eq!(out["cancelled"], "cancelled");
-    assert_eq!(out["listed"], true);
+    assert!(ends_with(&out["tool"], "Ran it."), "{out:#}");
 }
