@@ -98,6 +98,22 @@ try {
   // Back to the clone: its messages are read again from its file.
   out.switched = await client.switchSession(cloneFile);
   out.afterSwitch = (await client.getMessages()).length;
+  // A new process resumes that file (the client's own `args`).
+  await client.stop();
+  const again = new RpcClient({
+    cliPath,
+    cwd: process.env.KEEL_TEST_WS,
+    provider: process.env.PI_PROVIDER,
+    model: process.env.PI_MODEL,
+    args: ["--session", cloneFile],
+  });
+  try {
+    await again.start();
+    out.resumedFile = (await again.getState()).sessionFile === cloneFile;
+    out.resumedMessages = (await again.getMessages()).length;
+  } finally {
+    await again.stop();
+  }
 } catch (e) {
   out.error = String(e?.message ?? e);
 } finally {

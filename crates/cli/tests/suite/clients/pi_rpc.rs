@@ -80,6 +80,8 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     assert_eq!(out["afterNewSession"], 0);
     assert_eq!(out["switched"], json!({"cancelled": false}));
     assert!(out["afterSwitch"].as_u64().unwrap() > 2, "{out:#}");
+    assert_eq!(out["resumedFile"], true, "{out:#}");
+    assert_eq!(out["resumedMessages"], out["afterSwitch"], "{out:#}");
     // Three session files: the first, the fork, the clone (and the new one).
     assert_eq!(env.session_files().len(), 4);
     assert_eq!(env.mock.request_count(), 9);
@@ -170,6 +172,7 @@ async fn pi_rpc_client_sees_the_same_from_pi_and_keel() {
         "newSession",
         "afterNewSession",
         "switched",
+        "resumedFile",
     ] {
         assert_eq!(keel[field], pi[field], "{field}: keel {keel:#} pi {pi:#}");
     }
