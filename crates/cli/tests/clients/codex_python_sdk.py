@@ -26,8 +26,14 @@ def step(name, fn):
         traceback.print_exc(file=sys.stderr)
 
 
+# keel (KEEL_BIN), or without it the Codex CLI that ships with the SDK, for
+# comparison. CODEX_TOOLLESS=1 leaves out the steps that need a tool call
+# (the mock's tool names are keel's).
+TOOLS = os.environ.get("CODEX_TOOLLESS") != "1"
+
+
 def config():
-    return CodexConfig(codex_bin=os.environ["KEEL_BIN"], cwd=os.environ["KEEL_TEST_WS"])
+    return CodexConfig(codex_bin=os.environ.get("KEEL_BIN"), cwd=os.environ["KEEL_TEST_WS"])
 
 
 def items_of(turn):
@@ -39,7 +45,8 @@ with Codex(config=config()) as codex:
     thread = codex.thread_start(cwd=os.environ["KEEL_TEST_WS"])
     step("text", lambda: thread.run("hello").final_response)
     # A held command: the SDK's default handler accepts it.
-    step("accepted", lambda: thread.run("fetch it").final_response)
+    if TOOLS:
+        step("accepted", lambda: thread.run("fetch it").final_response)
     # Version-gated options are sent, not refused.
     step(
         "gated",
@@ -133,7 +140,8 @@ try:
             if event.method == "turn/completed":
                 return {"status": event.payload.turn.status.value, "commands": statuses}
 
-    step("declinedRun", declined_run)
+    if TOOLS:
+        step("declinedRun", declined_run)
 finally:
     client.close()
 out["declinedMethods"] = declined

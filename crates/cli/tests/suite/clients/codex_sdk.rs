@@ -83,3 +83,98 @@ async fn codex_python_sdk_drives_keel_unchanged() {
         json!(["item/commandExecution/requestApproval"])
     );
 }
+
+/// The turns of `scenario` in the dialect a runtime speaks: keel's mock
+/// provider uses Chat Completions, Codex's the Responses API.
+fn toolless(responses: bool) -> Vec<MockResponse> {
+    let text = |t: &str| {
+        if responses {
+            keel_test_support::responses::text(t)
+        } else {
+            MockResponse::text(t)
+        }
+    };
+    vec![
+        text("Hello there."),
+        text("Again."),
+        // Stalled after the first text delta (the Responses API sends three
+        // events before it).
+        text("stalling").stall_after(if responses { 4 } else { 3 }),
+        text("slowly and surely").delay_each(Duration::from_millis(50)),
+        text("Steered."),
+        text("## Summary\nThe user said hello."),
+    ]
+}
+
+/// The same script (its steps without tool calls: the mock's tool names
+/// are keel's) against the Codex CLI that ships with the SDK: what both
+/// report must agree.
+#[tokio::test]
+async fn codex_python_sdk_sees_the_same_from_codex_and_keel() {
+    let Some(python) = pip_client("openai_codex") else {
+        return;
+    };
+    let keel_env = Env::new().await;
+    keel_env.mock.push_all(toolless(false));
+    let keel = run_python(
+        &python,
+        "codex_python_sdk.py",
+        &[
+            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+            ("CODEX_TOOLLESS", "1".to_owned()),
+            ("KEEL_TEST_WS", keel_env.ws().display().to_string()),
+            ("KEEL_HOME", keel_env.home.path().display().to_string()),
+            ("KEEL_BASE_URL", keel_env.mock.base_url()),
+            ("KEEL_MODEL", "mock-model".to_owned()),
+        ],
+    )
+    .await;
+    let codex_env = Env::new().await;
+    codex_env.mock.push_all(toolless(true));
+    let config = format!(
+        "model = \"mock-model\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+         name = \"mock\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
+         request_max_retries = 0\nstream_max_retries = 0\n",
+        codex_env.mock.base_url()
+    );
+    std::fs::write(codex_env.home.path().join("config.toml"), config).unwrap();
+    let codex = run_python(
+        &python,
+        "codex_python_sdk.py",
+        &[
+            ("CODEX_TOOLLESS", "1".to_owned()),
+            ("CODEX_HOME", codex_env.home.path().display().to_string()),
+            ("HOME", codex_env.home.path().display().to_string()),
+            ("KEEL_TEST_WS", codex_env.ws().display().to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(codex["errors"], json!({}), "Codex itself failed: {codex:#}");
+    assert_eq!(keel["errors"], json!({}), "{keel:#}");
+    for field in [
+        "text",
+        "gated",
+        "interrupted",
+        "steer",
+        "compact",
+        "forked",
+        "listed",
+        "resumedWithoutTurns",
+    ] {
+        assert_eq!(
+            keel[field], codex[field],
+            "{field}: keel {keel:#} codex {codex:#}"
+        );
+    }
+    // Every turn read back, the compaction a turn of its own at the end, as
+    // Codex shows it. Two known differences in the turns' items
+    // (docs/app-server.md, "Compared with Codex"): keel keeps the partial
+    // answer of an interrupted turn, and a steer sent after the model's
+    // first answer starts a turn of its own in keel's history.
+    let items = |out: &Value| out["readBack"]["items"].as_array().unwrap().clone();
+    let (k, c) = (items(&keel), items(&codex));
+    assert_eq!(k.first(), c.first(), "keel {keel:#} codex {codex:#}");
+    assert_eq!(k.last(), c.last(), "keel {keel:#} codex {codex:#}");
+    assert_eq!(c.last(), Some(&json!(["contextCompaction"])));
+    assert_eq!(k.len(), c.len() + 1, "keel {keel:#} codex {codex:#}");
+}
