@@ -178,3 +178,52 @@ async fn codex_python_sdk_sees_the_same_from_codex_and_keel() {
     assert_eq!(c.last(), Some(&json!(["contextCompaction"])));
     assert_eq!(k.len(), c.len() + 1, "keel {keel:#} codex {codex:#}");
 }
+
+/// `codex-app-server-sdk` (PyPI; it declares Python 3.12, and runs here on
+/// the machine's 3.11): a text turn, a held command its client declines on
+/// its own, compaction, list, fork, and every turn read back after a
+/// resume in a new process.
+#[tokio::test]
+async fn codex_app_server_sdk_drives_keel_unchanged() {
+    let Some(python) = pip_client("codex_app_server_sdk") else {
+        return;
+    };
+    let env = Env::new().await;
+    env.mock.push_all([
+        MockResponse::text("Hello there."),
+        fetch("c1"),
+        MockResponse::text("Not fetched."),
+        MockResponse::text("## Summary\nThe user said hello."),
+    ]);
+    let out = run_python(
+        &python,
+        "codex_async_sdk.py",
+        &[
+            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+            ("KEEL_TEST_WS", env.ws().display().to_string()),
+            ("KEEL_HOME", env.home.path().display().to_string()),
+            ("KEEL_BASE_URL", env.mock.base_url()),
+            ("KEEL_MODEL", "mock-model".to_owned()),
+        ],
+    )
+    .await;
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+    assert!(
+        out["userAgent"].as_str().unwrap().contains("/0.169.0 "),
+        "{out:#}"
+    );
+    assert_eq!(out["text"], "Hello there.");
+    assert_eq!(out["declined"], "Not fetched.");
+    assert_eq!(out["compact"], true);
+    assert_eq!(out["listed"], true);
+    assert_eq!(out["forked"], true);
+    assert_eq!(
+        out["resumed"],
+        json!([
+            ["userMessage", "agentMessage"],
+            ["userMessage", "commandExecution", "agentMessage"],
+            ["contextCompaction"]
+        ]),
+        "{out:#}"
+    );
+}
