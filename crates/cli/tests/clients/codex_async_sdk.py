@@ -9,7 +9,7 @@ import os
 import sys
 import traceback
 
-from codex_app_server_sdk import CodexClient, ThreadConfig
+from codex_app_server_sdk import CodexClient, CodexTurnInactiveError, ThreadConfig
 
 WS = os.environ["KEEL_TEST_WS"]
 COMMAND = [os.environ["KEEL_BIN"], "app-server"]
@@ -40,6 +40,7 @@ async def main():
         await step("text", _text(thread, "hello"))
         # Without a callback the client declines approvals by itself.
         await step("declined", _text(thread, "fetch it"))
+        await step("interrupted", _interrupted(client, thread))
         await step("compact", _compact(client, thread.thread_id))
         await step("listed", _listed(client, thread.thread_id))
         await step("forked", _forked(client, thread.thread_id))
@@ -56,6 +57,16 @@ async def main():
 
 async def _text(thread, text):
     return (await thread.chat_once(text)).final_text
+
+
+async def _interrupted(client, thread):
+    # The SDK's way: a turn that goes quiet raises with a continuation,
+    # and `cancel` interrupts it and waits for the end.
+    try:
+        await thread.chat_once("stall", inactivity_timeout=1.0)
+        return "not stalled"
+    except CodexTurnInactiveError as e:
+        return (await client.cancel(e.continuation)).was_interrupted
 
 
 async def _compact(client, thread_id):

@@ -193,6 +193,7 @@ async fn codex_app_server_sdk_drives_keel_unchanged() {
         MockResponse::text("Hello there."),
         fetch("c1"),
         MockResponse::text("Not fetched."),
+        MockResponse::text("stalling").stall_after(3),
         MockResponse::text("## Summary\nThe user said hello."),
     ]);
     let out = run_python(
@@ -214,6 +215,7 @@ async fn codex_app_server_sdk_drives_keel_unchanged() {
     );
     assert_eq!(out["text"], "Hello there.");
     assert_eq!(out["declined"], "Not fetched.");
+    assert_eq!(out["interrupted"], true, "{out:#}");
     assert_eq!(out["compact"], true);
     assert_eq!(out["listed"], true);
     assert_eq!(out["forked"], true);
@@ -222,6 +224,7 @@ async fn codex_app_server_sdk_drives_keel_unchanged() {
         json!([
             ["userMessage", "agentMessage"],
             ["userMessage", "commandExecution", "agentMessage"],
+            ["userMessage", "agentMessage"],
             ["contextCompaction"]
         ]),
         "{out:#}"
