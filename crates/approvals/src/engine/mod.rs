@@ -256,8 +256,12 @@ struct Inner {
     store: Arc<dyn ApprovalStore>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
-    /// Woken whenever this engine decides, cancels or expires a request.
-    nudge: Notify,
+    /// Woken whenever this engine decides, cancels or expires a request,
+    /// and (through the store's change watch) when another process changes
+    /// the store.
+    nudge: Arc<Notify>,
+    /// The store's change watch, started by the first wait.
+    watch: std::sync::OnceLock<Option<crate::store::ChangeWatch>>,
     /// A mode this process uses instead of the stored one (for example
     /// `--approval-mode`); never written to the store.
     mode_override: std::sync::RwLock<Option<Mode>>,
@@ -270,7 +274,8 @@ impl ApprovalEngine {
                 store,
                 clock,
                 config,
-                nudge: Notify::new(),
+                nudge: Arc::new(Notify::new()),
+                watch: std::sync::OnceLock::new(),
                 mode_override: std::sync::RwLock::new(None),
             }),
         }

@@ -463,3 +463,41 @@ async fn cancel_session_cancels_only_pending_rows() {
     assert!(!f.engine.cancel(&a, "abort").await.unwrap());
     assert_eq!(f.engine.request(&b).await.unwrap().status, Status::Approved);
 }
+
+/// A decision another process writes to the database wakes the waiter
+/// through the store's change watch, not its poll: with a poll of an hour
+/// the wait still ends at once.
+#[tokio::test]
+async fn a_decision_written_by_another_process_wakes_the_waiter_without_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("keel.db");
+    let clock = ManualClock::new(1_700_000_000_000);
+    let slow = EngineConfig {
+        poll_interval: Duration::from_secs(3600),
+        ..EngineConfig::default()
+    };
+    let waiter = ApprovalEngine::open_sqlite_with(&db, Arc::new(clock.clone()), slow)
+        .await
+        .unwrap();
+    let id = held_id(&waiter.gate_check(&bash("c1", "cargo publish")).await);
+    let waiting = {
+        let (waiter, id) = (waiter.clone(), id.clone());
+        tokio::spawn(async move { waiter.wait(&id, &CancellationToken::new()).await })
+    };
+    // Let the wait start (and its watch with it) before deciding.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let other = engine_on(&db, &clock).await;
+    other
+        .decide(&id, Decision::Approve, "elsewhere", None)
+        .await
+        .unwrap();
+    let resolution = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter was not woken by the other process's decision")
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(resolution, Resolution::Approved { .. }),
+        "{resolution:?}"
+    );
+}
