@@ -8,7 +8,7 @@
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::{Value, json};
 
-use super::{npm_client, run_node};
+use super::{keel_env, npm_client, run_node};
 use crate::suite::Env;
 
 fn fetch(id: &str) -> MockResponse {
@@ -17,17 +17,6 @@ fn fetch(id: &str) -> MockResponse {
         "bash",
         json!({"command": "curl -s http://127.0.0.1:9/nothing"}),
     )])
-}
-
-fn env_for(env: &Env) -> Vec<(&'static str, String)> {
-    vec![
-        ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-        ("KEEL_TEST_WS", env.ws().display().to_string()),
-        ("KEEL_HOME", env.home.path().display().to_string()),
-        ("HOME", env.home.path().display().to_string()),
-        ("KEEL_BASE_URL", env.mock.base_url()),
-        ("KEEL_MODEL", "mock-model".to_owned()),
-    ]
 }
 
 /// What both bridges must show: a session, a text turn, a cancelled
@@ -63,7 +52,11 @@ async fn codex_acp_drives_keel_app_server_unchanged() {
         MockResponse::text("Not fetched."),
         MockResponse::text("stalling").stall_after(3),
     ]);
-    let out = run_node("codex_acp.mjs", &env_for(&env)).await;
+    let out = run_node(
+        "codex_acp.mjs",
+        &keel_env(&env, &[("HOME", &env.home.path().display().to_string())]),
+    )
+    .await;
     assert_opening_and_closing(&out);
     assert_eq!(out["allowed"]["asked"], 1, "{out:#}");
     assert!(ends_with(&out["allowed"], "Fetched."), "{out:#}");
@@ -94,7 +87,11 @@ async fn pi_acp_drives_keel_rpc_unchanged() {
         MockResponse::text("Ran it."),
         MockResponse::text("stalling").stall_after(3),
     ]);
-    let out = run_node("pi_acp.mjs", &env_for(&env)).await;
+    let out = run_node(
+        "pi_acp.mjs",
+        &keel_env(&env, &[("HOME", &env.home.path().display().to_string())]),
+    )
+    .await;
     assert_opening_and_closing(&out);
     assert_eq!(out["tool"]["calls"], 1, "{out:#}");
     assert!(ends_with(&out["tool"], "Ran it."), "{out:#}");

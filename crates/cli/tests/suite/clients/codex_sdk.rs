@@ -9,7 +9,7 @@ use std::time::Duration;
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::{Value, json};
 
-use super::{pip_client, run_python};
+use super::{keel_env, pip_client, run_python};
 use crate::suite::Env;
 
 fn fetch(id: &str) -> MockResponse {
@@ -38,18 +38,7 @@ async fn codex_python_sdk_drives_keel_unchanged() {
         fetch("c2"),
         MockResponse::text("Not fetched."),
     ]);
-    let out = run_python(
-        &python,
-        "codex_python_sdk.py",
-        &[
-            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-            ("KEEL_TEST_WS", env.ws().display().to_string()),
-            ("KEEL_HOME", env.home.path().display().to_string()),
-            ("KEEL_BASE_URL", env.mock.base_url()),
-            ("KEEL_MODEL", "mock-model".to_owned()),
-        ],
-    )
-    .await;
+    let out = run_python(&python, "codex_python_sdk.py", &keel_env(&env, &[])).await;
     assert_eq!(out["errors"], json!({}), "{out:#}");
     assert!(
         out["userAgent"].as_str().unwrap().contains("keel/"),
@@ -114,19 +103,12 @@ async fn codex_python_sdk_sees_the_same_from_codex_and_keel() {
     let Some(python) = pip_client("openai_codex") else {
         return;
     };
-    let keel_env = Env::new().await;
-    keel_env.mock.push_all(toolless(false));
+    let keel_side = Env::new().await;
+    keel_side.mock.push_all(toolless(false));
     let keel = run_python(
         &python,
         "codex_python_sdk.py",
-        &[
-            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-            ("CODEX_TOOLLESS", "1".to_owned()),
-            ("KEEL_TEST_WS", keel_env.ws().display().to_string()),
-            ("KEEL_HOME", keel_env.home.path().display().to_string()),
-            ("KEEL_BASE_URL", keel_env.mock.base_url()),
-            ("KEEL_MODEL", "mock-model".to_owned()),
-        ],
+        &keel_env(&keel_side, &[("CODEX_TOOLLESS", "1")]),
     )
     .await;
     let codex_env = Env::new().await;
@@ -196,18 +178,7 @@ async fn codex_app_server_sdk_drives_keel_unchanged() {
         MockResponse::text("stalling").stall_after(3),
         MockResponse::text("## Summary\nThe user said hello."),
     ]);
-    let out = run_python(
-        &python,
-        "codex_async_sdk.py",
-        &[
-            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-            ("KEEL_TEST_WS", env.ws().display().to_string()),
-            ("KEEL_HOME", env.home.path().display().to_string()),
-            ("KEEL_BASE_URL", env.mock.base_url()),
-            ("KEEL_MODEL", "mock-model".to_owned()),
-        ],
-    )
-    .await;
+    let out = run_python(&python, "codex_async_sdk.py", &keel_env(&env, &[])).await;
     assert_eq!(out["errors"], json!({}), "{out:#}");
     assert!(
         out["userAgent"].as_str().unwrap().contains("/0.169.0 "),

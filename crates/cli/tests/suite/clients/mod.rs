@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::suite::Env;
+
 /// Longest a client script may run.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -24,6 +26,20 @@ pub fn clients_dir() -> PathBuf {
 /// `scripts/keel-for-node.mjs` at the repository's root.
 pub fn node_launcher() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/keel-for-node.mjs")
+}
+
+/// The environment a client script needs to run keel against `env`'s mock
+/// model, in its workspace and home; `extra` is added.
+pub fn keel_env(env: &Env, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    let mut vars = vec![
+        ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+        ("KEEL_TEST_WS", env.ws().display().to_string()),
+        ("KEEL_HOME", env.home.path().display().to_string()),
+        ("KEEL_BASE_URL", env.mock.base_url()),
+        ("KEEL_MODEL", "mock-model".to_owned()),
+    ];
+    vars.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+    vars
 }
 
 /// Whether the npm package `name` is installed for the client scripts;

@@ -7,7 +7,7 @@
 use keel_test_support::{MockResponse, tool_call};
 use serde_json::json;
 
-use super::{node_launcher, npm_client, run_node};
+use super::{keel_env, node_launcher, npm_client, run_node};
 use crate::suite::Env;
 
 #[tokio::test]
@@ -29,15 +29,13 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     ]);
     let out = run_node(
         "pi_rpc_client.mjs",
-        &[
-            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-            ("KEEL_NODE_LAUNCHER", node_launcher().display().to_string()),
-            ("KEEL_TEST_WS", env.ws().display().to_string()),
-            ("KEEL_HOME", env.home.path().display().to_string()),
-            ("KEEL_BASE_URL", env.mock.base_url()),
-            ("KEEL_MODEL", "mock-model".to_owned()),
-            ("KEEL_RPC_FLAT_EVENTS", "1".to_owned()),
-        ],
+        &keel_env(
+            &env,
+            &[
+                ("KEEL_NODE_LAUNCHER", &node_launcher().display().to_string()),
+                ("KEEL_RPC_FLAT_EVENTS", "1"),
+            ],
+        ),
     )
     .await;
     assert!(out.get("error").is_none(), "{out:#}");
@@ -109,19 +107,17 @@ async fn pi_rpc_client_sees_the_same_from_pi_and_keel() {
             MockResponse::text("## Summary\nThe user said hello."),
         ]
     };
-    let keel_env = Env::new().await;
-    keel_env.mock.push_all(script());
+    let keel_side = Env::new().await;
+    keel_side.mock.push_all(script());
     let keel = run_node(
         "pi_rpc_client.mjs",
-        &[
-            ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
-            ("KEEL_NODE_LAUNCHER", node_launcher().display().to_string()),
-            ("KEEL_TEST_WS", keel_env.ws().display().to_string()),
-            ("KEEL_HOME", keel_env.home.path().display().to_string()),
-            ("KEEL_BASE_URL", keel_env.mock.base_url()),
-            ("KEEL_MODEL", "mock-model".to_owned()),
-            ("KEEL_RPC_FLAT_EVENTS", "1".to_owned()),
-        ],
+        &keel_env(
+            &keel_side,
+            &[
+                ("KEEL_NODE_LAUNCHER", &node_launcher().display().to_string()),
+                ("KEEL_RPC_FLAT_EVENTS", "1"),
+            ],
+        ),
     )
     .await;
     let pi_env = Env::new().await;
