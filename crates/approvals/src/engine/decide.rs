@@ -45,6 +45,7 @@ impl ApprovalEngine {
             rule_id: None,
             idempotency_key: idempotency_key.map(str::to_owned),
             decided_at: now,
+            audit: None,
         };
         let mut rule_to_add: Option<NewRule> = None;
         match &decision {
@@ -101,6 +102,16 @@ impl ApprovalEngine {
             let rule = self.add_rule_checked(new, Some(row.class), decider).await?;
             update.rule_id = Some(rule.id);
         }
+        let detail = match &decision {
+            Decision::Approve => "approved once".to_owned(),
+            Decision::ApproveAlways { .. } => "approved and always allowed".to_owned(),
+            Decision::Decline { note, .. } => match note {
+                Some(n) => format!("declined: {n}"),
+                None => "declined".to_owned(),
+            },
+            Decision::Superseded { .. } => "declined by a new message".to_owned(),
+        };
+        update.audit = Some(self.audit_of_update(&row, &update, detail));
         let decided = match self
             .inner
             .store
@@ -119,17 +130,6 @@ impl ApprovalEngine {
                 return repeated(&now_row, &decision, idempotency_key);
             }
         };
-        let detail = match &decision {
-            Decision::Approve => "approved once".to_owned(),
-            Decision::ApproveAlways { .. } => "approved and always allowed".to_owned(),
-            Decision::Decline { note, .. } => match note {
-                Some(n) => format!("declined: {n}"),
-                None => "declined".to_owned(),
-            },
-            Decision::Superseded { .. } => "declined by a new message".to_owned(),
-        };
-        let entry = self.audit_for(&decided, decided.status.as_str(), detail);
-        self.audit_best_effort(entry).await;
         self.nudge();
         Ok(decided)
     }
@@ -265,7 +265,7 @@ impl ApprovalEngine {
         if !row.is_pending() {
             return Ok(false);
         }
-        let update = DecisionUpdate {
+        let mut update = DecisionUpdate {
             status,
             note: None,
             by_message: false,
@@ -275,20 +275,20 @@ impl ApprovalEngine {
             rule_id: None,
             idempotency_key: None,
             decided_at: self.now(),
+            audit: None,
         };
+        let detail = match status {
+            Status::Expired => "nobody answered in time".to_owned(),
+            _ => "the run was stopped while the call waited".to_owned(),
+        };
+        update.audit = Some(self.audit_of_update(&row, &update, detail));
         match self
             .inner
             .store
             .decide(&row.id, row.revision, update)
             .await?
         {
-            Some(closed) => {
-                let detail = match status {
-                    Status::Expired => "nobody answered in time".to_owned(),
-                    _ => "the run was stopped while the call waited".to_owned(),
-                };
-                let entry = self.audit_for(&closed, status.as_str(), detail);
-                self.audit_best_effort(entry).await;
+            Some(_) => {
                 self.nudge();
                 Ok(true)
             }

@@ -357,6 +357,31 @@ impl ApprovalEngine {
         }
     }
 
+    /// The audit line of `update` on the pending row `r`, written with the
+    /// decision itself ([`DecisionUpdate::audit`]).
+    fn audit_of_update(
+        &self,
+        r: &ApprovalRecord,
+        u: &crate::store::DecisionUpdate,
+        detail: String,
+    ) -> NewAudit {
+        NewAudit {
+            at: u.decided_at,
+            workspace: r.workspace.clone(),
+            session_id: Some(r.session_id.clone()),
+            call_id: Some(r.call_id.clone()),
+            request_id: Some(r.id.clone()),
+            tool: Some(r.tool.clone()),
+            class: Some(r.class),
+            mode: None,
+            outcome: u.status.as_str().to_owned(),
+            approved_by: u.approved_by,
+            rule_ids: u.rule_id.iter().cloned().collect(),
+            decider: u.decided_by.clone(),
+            detail,
+        }
+    }
+
     fn audit_for(&self, r: &ApprovalRecord, outcome: &str, detail: String) -> NewAudit {
         NewAudit {
             at: self.now(),

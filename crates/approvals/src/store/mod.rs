@@ -202,6 +202,10 @@ pub struct DecisionUpdate {
     pub rule_id: Option<String>,
     pub idempotency_key: Option<String>,
     pub decided_at: i64,
+    /// The audit line of this decision, appended in the same commit when
+    /// the decision wins (so a waiter that wakes on the commit never
+    /// records its claim before the decision it claims).
+    pub audit: Option<NewAudit>,
 }
 
 /// Which requests to list. Empty fields do not filter.

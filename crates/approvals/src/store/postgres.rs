@@ -335,33 +335,70 @@ impl ApprovalStore for PostgresStore {
         revision: i64,
         u: DecisionUpdate,
     ) -> Result<Option<ApprovalRecord>> {
-        let sql = format!(
-            "UPDATE approval_requests SET status = $1, note = $2, by_message = $3, \
+        let update = "UPDATE approval_requests SET status = $1, note = $2, by_message = $3, \
              stop_turn = $4, decided_by = $5, approved_by = $6, rule_id = $7, \
              idempotency_key = $8, decided_at = $9, revision = revision + 1 \
-             WHERE id = $10 AND revision = $11 AND status = 'pending' \
-             RETURNING {REQUEST_COLUMNS}"
-        );
+             WHERE id = $10 AND revision = $11 AND status = 'pending'";
         let approved_by = u.approved_by.map(|a| a.as_str());
-        self.query_opt(
-            &sql,
-            &[
-                &u.status.as_str(),
-                &u.note,
-                &u.by_message,
-                &u.stop_turn,
-                &u.decided_by,
-                &approved_by,
-                &u.rule_id,
-                &u.idempotency_key,
-                &u.decided_at,
-                &id,
-                &revision,
-            ],
-        )
-        .await?
-        .map(|r| record(&r))
-        .transpose()
+        let status = u.status.as_str();
+        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+            &status,
+            &u.note,
+            &u.by_message,
+            &u.stop_turn,
+            &u.decided_by,
+            &approved_by,
+            &u.rule_id,
+            &u.idempotency_key,
+            &u.decided_at,
+            &id,
+            &revision,
+        ];
+        // The decision's audit line is written by the same statement, so it
+        // is committed with the decision or not at all.
+        let audit = u.audit.as_ref();
+        let (class, mode, audit_by, rule_ids) = match audit {
+            Some(a) => (
+                a.class.map(|c| c.as_str()),
+                a.mode.map(|m| m.as_str()),
+                a.approved_by.map(|b| b.as_str()),
+                serde_json::to_string(&a.rule_ids)?,
+            ),
+            None => (None, None, None, String::new()),
+        };
+        let sql = match audit {
+            None => format!("{update} RETURNING {REQUEST_COLUMNS}"),
+            Some(a) => {
+                params.extend([
+                    &a.at as &(dyn tokio_postgres::types::ToSql + Sync),
+                    &a.workspace,
+                    &a.session_id,
+                    &a.call_id,
+                    &a.request_id,
+                    &a.tool,
+                    &class,
+                    &mode,
+                    &a.outcome,
+                    &audit_by,
+                    &rule_ids,
+                    &a.decider,
+                    &a.detail,
+                ]);
+                format!(
+                    "WITH d AS ({update} RETURNING {REQUEST_COLUMNS}), \
+                     a AS (INSERT INTO approval_audit (at, workspace, session_id, call_id, \
+                     request_id, tool, class, mode, outcome, approved_by, rule_ids, decider, \
+                     detail) SELECT $12::bigint, $13::text, $14::text, $15::text, $16::text, \
+                     $17::text, $18::text, $19::text, $20::text, $21::text, $22::text, \
+                     $23::text, $24::text FROM d) \
+                     SELECT * FROM d"
+                )
+            }
+        };
+        self.query_opt(&sql, &params)
+            .await?
+            .map(|r| record(&r))
+            .transpose()
     }
 
     async fn consume(&self, id: &str, at: i64) -> Result<bool> {

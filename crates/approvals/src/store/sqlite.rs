@@ -273,8 +273,9 @@ impl ApprovalStore for SqliteStore {
         // A crash of the process keeps it; a power loss before the claim
         // can only make the request pending again.
         self.run_unsynced(move |conn| {
+            let tx = conn.transaction()?;
             let changed = exec(
-                conn,
+                &tx,
                 "UPDATE approval_requests SET status = ?1, note = ?2, by_message = ?3, \
                  stop_turn = ?4, decided_by = ?5, approved_by = ?6, rule_id = ?7, \
                  idempotency_key = ?8, decided_at = ?9, revision = revision + 1 \
@@ -293,11 +294,15 @@ impl ApprovalStore for SqliteStore {
                     revision,
                 ],
             )?;
-            if changed == 1 {
-                get_request(conn, &id)
-            } else {
-                Ok(None)
+            if changed != 1 {
+                return Ok(None);
             }
+            if let Some(audit) = &u.audit {
+                insert_audit(&tx, audit)?;
+            }
+            let decided = get_request(&tx, &id)?;
+            tx.commit()?;
+            Ok(decided)
         })
         .await
     }
@@ -486,31 +491,7 @@ impl ApprovalStore for SqliteStore {
         // An audit line is history, not state: it is not synced on its own
         // (the next synced commit of the WAL carries it), so a tool call
         // never waits on the disk for it.
-        self.run_unsynced(move |conn| {
-            exec(
-                conn,
-                "INSERT INTO approval_audit (at, workspace, session_id, call_id, request_id, tool, \
-                 class, mode, outcome, approved_by, rule_ids, decider, detail) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                params![
-                    e.at,
-                    e.workspace,
-                    e.session_id,
-                    e.call_id,
-                    e.request_id,
-                    e.tool,
-                    e.class.map(|c| c.as_str()),
-                    e.mode.map(|m| m.as_str()),
-                    e.outcome,
-                    e.approved_by.map(|a| a.as_str()),
-                    serde_json::to_string(&e.rule_ids)?,
-                    e.decider,
-                    e.detail,
-                ],
-            )?;
-            Ok(())
-        })
-        .await
+        self.run_unsynced(move |conn| insert_audit(conn, &e)).await
     }
 
     async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditEntry>> {
@@ -543,4 +524,30 @@ impl ApprovalStore for SqliteStore {
         })
         .await
     }
+}
+
+/// Appends one audit line.
+fn insert_audit(conn: &Connection, e: &NewAudit) -> Result<()> {
+    exec(
+        conn,
+        "INSERT INTO approval_audit (at, workspace, session_id, call_id, request_id, tool, \
+         class, mode, outcome, approved_by, rule_ids, decider, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            e.at,
+            e.workspace,
+            e.session_id,
+            e.call_id,
+            e.request_id,
+            e.tool,
+            e.class.map(|c| c.as_str()),
+            e.mode.map(|m| m.as_str()),
+            e.outcome,
+            e.approved_by.map(|a| a.as_str()),
+            serde_json::to_string(&e.rule_ids)?,
+            e.decider,
+            e.detail,
+        ],
+    )?;
+    Ok(())
 }

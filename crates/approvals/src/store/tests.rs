@@ -48,6 +48,7 @@ fn approve(at: i64) -> DecisionUpdate {
         rule_id: None,
         idempotency_key: Some("k1".to_owned()),
         decided_at: at,
+        audit: None,
     }
 }
 
@@ -124,10 +125,47 @@ async fn decisions_are_compare_and_swap(store: &dyn ApprovalStore) {
     assert_eq!(decided.decided_at, Some(5));
     assert_eq!(decided.approved_by, Some(ApprovedBy::User));
     assert_eq!(decided.idempotency_key.as_deref(), Some("k1"));
-    // A stale revision, and a second decision on a decided row, both lose.
-    assert_eq!(store.decide("b1", 0, approve(6)).await.unwrap(), None);
+    // A stale revision, and a second decision on a decided row, both lose,
+    // and a losing decision writes no audit line.
+    let with_audit = |at: i64, detail: &str| DecisionUpdate {
+        audit: Some(NewAudit {
+            at,
+            workspace: "/w".to_owned(),
+            request_id: Some("b1".to_owned()),
+            outcome: "approved".to_owned(),
+            detail: detail.to_owned(),
+            ..NewAudit::default()
+        }),
+        ..approve(at)
+    };
+    assert_eq!(
+        store.decide("b1", 0, with_audit(6, "lost")).await.unwrap(),
+        None
+    );
     assert_eq!(store.decide("b1", 1, approve(6)).await.unwrap(), None);
     assert_eq!(store.decide("missing", 0, approve(6)).await.unwrap(), None);
+
+    // A winning decision writes its audit line in the same commit.
+    store
+        .insert_request(request("b3", "s", "c3", 1))
+        .await
+        .unwrap();
+    let won = DecisionUpdate {
+        audit: Some(NewAudit {
+            at: 6,
+            workspace: "/w".to_owned(),
+            request_id: Some("b3".to_owned()),
+            outcome: "approved".to_owned(),
+            detail: "won".to_owned(),
+            ..NewAudit::default()
+        }),
+        ..approve(6)
+    };
+    assert!(store.decide("b3", 0, won).await.unwrap().is_some());
+    let lines = store.audit(AuditFilter::default()).await.unwrap();
+    let details: Vec<&str> = lines.iter().map(|l| l.entry.detail.as_str()).collect();
+    assert!(details.contains(&"won"), "{details:?}");
+    assert!(!details.contains(&"lost"), "{details:?}");
 
     // Consume and finish happen once.
     assert!(store.consume("b1", 7).await.unwrap());
