@@ -256,12 +256,8 @@ struct Inner {
     store: Arc<dyn ApprovalStore>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
-    /// Woken whenever this engine decides, cancels or expires a request,
-    /// and (through the store's change watch) when another process changes
-    /// the store.
-    nudge: Arc<Notify>,
-    /// The store's change watch, started by the first wait.
-    watch: std::sync::OnceLock<Option<crate::store::ChangeWatch>>,
+    /// Woken whenever this engine decides, cancels or expires a request.
+    nudge: Notify,
     /// A mode this process uses instead of the stored one (for example
     /// `--approval-mode`); never written to the store.
     mode_override: std::sync::RwLock<Option<Mode>>,
@@ -274,8 +270,7 @@ impl ApprovalEngine {
                 store,
                 clock,
                 config,
-                nudge: Arc::new(Notify::new()),
-                watch: std::sync::OnceLock::new(),
+                nudge: Notify::new(),
                 mode_override: std::sync::RwLock::new(None),
             }),
         }

@@ -2,9 +2,8 @@
 //!
 //! Owns [`ApprovalEngine::wait`]: the wait is on the stored row, not on a
 //! socket or a channel. It re-reads the row whenever this engine nudges
-//! (a local decision, or the store's change watch hearing another process
-//! commit: see [`crate::store::ApprovalStore::watch_changes`]), every
-//! `poll_interval` (the backstop), and at the row's deadline (expiry); a
+//! (a local decision), every `poll_interval` (a decision written by another
+//! process to the same database), and at the row's deadline (expiry); a
 //! cancel marks the row cancelled. Nothing here consumes the decision; see
 //! [`ApprovalEngine::settle`]. It must not know about the agent loop.
 
@@ -19,10 +18,6 @@ impl ApprovalEngine {
     /// Waits until the request is decided, expires, or `cancel` fires (then
     /// the request is marked cancelled, unless a decision landed first).
     pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
-        // Hear decisions other processes write (once per engine).
-        self.inner
-            .watch
-            .get_or_init(|| self.inner.store.watch_changes(self.inner.nudge.clone()));
         loop {
             // Register for nudges before reading, so a decision between the
             // read and the await is not missed.

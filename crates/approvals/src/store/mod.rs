@@ -15,19 +15,16 @@ mod postgres;
 mod rows;
 mod schema;
 mod sqlite;
-mod watch;
 
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::Notify;
 
 use crate::class::Class;
 use crate::error::{Error, Result};
@@ -321,16 +318,4 @@ pub trait ApprovalStore: Send + Sync + fmt::Debug {
 
     async fn append_audit(&self, entry: NewAudit) -> Result<()>;
     async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditEntry>>;
-
-    /// Starts waking `wake` whenever another process may have changed the
-    /// store, so a waiter re-reads its row at once instead of at its next
-    /// poll. What it returns keeps the watch alive (dropping it stops it);
-    /// `None`: this store cannot tell, waiters only poll.
-    fn watch_changes(&self, wake: Arc<Notify>) -> Option<ChangeWatch> {
-        let _ = wake;
-        None
-    }
 }
-
-/// Keeps a store's change watch alive ([`ApprovalStore::watch_changes`]).
-pub type ChangeWatch = Box<dyn std::any::Any + Send + Sync>;

@@ -172,10 +172,6 @@ fn limit_value(limit: Option<usize>) -> i64 {
 
 #[async_trait]
 impl ApprovalStore for SqliteStore {
-    fn watch_changes(&self, wake: Arc<tokio::sync::Notify>) -> Option<super::ChangeWatch> {
-        super::watch::watch_sqlite(&self.path, wake)
-    }
-
     async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
         self.run(move |conn| {
             let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;
