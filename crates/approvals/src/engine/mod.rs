@@ -362,18 +362,10 @@ impl ApprovalEngine {
     ) -> NewAudit {
         NewAudit {
             at: u.decided_at,
-            workspace: r.workspace.clone(),
-            session_id: Some(r.session_id.clone()),
-            call_id: Some(r.call_id.clone()),
-            request_id: Some(r.id.clone()),
-            tool: Some(r.tool.clone()),
-            class: Some(r.class),
-            mode: None,
-            outcome: u.status.as_str().to_owned(),
             approved_by: u.approved_by,
             rule_ids: u.rule_id.iter().cloned().collect(),
             decider: u.decided_by.clone(),
-            detail,
+            ..self.audit_for(r, u.status.as_str(), detail)
         }
     }
 
