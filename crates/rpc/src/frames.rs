@@ -153,6 +153,46 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A response over the outgoing cap becomes an error naming its size;
+    /// the output keeps working.
+    #[tokio::test]
+    async fn an_oversize_response_is_answered_with_an_error() {
+        let (w, r) = tokio::io::duplex(1 << 16);
+        let (sender, task) = keel_jsonl::spawn_writer(w);
+        let out = Out::new(sender);
+        let reader = tokio::spawn(async move {
+            let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(r));
+            let mut seen = Vec::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push(line);
+            }
+            seen
+        });
+        let id = serde_json::value::RawValue::from_string("7".to_owned()).unwrap();
+        let big = "a".repeat(keel_jsonl::MAX_OUT_FRAME_BYTES);
+        out.respond_ok(Some(&*id), "get_messages", Some(json!({ "text": big })))
+            .await;
+        out.respond_ok(Some(&*id), "get_state", None).await;
+        drop(out);
+        task.await.unwrap().unwrap();
+        let seen = reader.await.unwrap();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        let error: Value = serde_json::from_str(&seen[0]).unwrap();
+        assert_eq!(error["id"], 7);
+        assert_eq!(error["success"], false);
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .contains("over the limit of 67108864 bytes on one frame"),
+            "{error}"
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&seen[1]).unwrap()["success"],
+            true
+        );
+    }
+
     #[test]
     fn response_shapes() {
         let id = serde_json::value::RawValue::from_string("42".to_owned()).unwrap();

@@ -2,6 +2,8 @@
 // newline-delimited JSON on an agent process's stdin/stdout. It answers
 // permission requests with a chosen option kind and records session
 // updates. Used by the ACP bridge scripts; every wait is bounded.
+// ACP_EDITOR_TRACE=1 writes every message the bridge sends, and every
+// permission answer, to stderr (for debugging a bridge).
 import { spawn } from "node:child_process";
 import readline from "node:readline";
 
