@@ -14,6 +14,7 @@ mod compaction;
 mod event;
 mod message;
 mod op;
+mod sandbox;
 mod tag_first;
 mod todo;
 
@@ -21,4 +22,5 @@ pub use compaction::*;
 pub use event::*;
 pub use message::*;
 pub use op::*;
+pub use sandbox::*;
 pub use todo::*;

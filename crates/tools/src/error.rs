@@ -39,6 +39,9 @@ pub enum Error {
     /// An I/O failure not tied to one path (spawning a process, a pipe).
     #[error("I/O error: {0}")]
     Other(#[from] io::Error),
+    /// The sandbox the command must run in cannot be set up; it did not run.
+    #[error("The command did not run: the sandbox cannot be set up: {0}")]
+    Sandbox(String),
     /// The run was cancelled.
     #[error("Operation aborted")]
     Aborted,

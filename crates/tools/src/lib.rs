@@ -26,8 +26,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use backend::{
-    DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob, ProcessExit,
-    ProcessRequest, ProcessRunner, WalkEntry, WalkOptions, WalkResult,
+    Confiner, DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob,
+    ProcessExit, ProcessRequest, ProcessRunner, SandboxSpec, WalkEntry, WalkOptions, WalkResult,
 };
 pub use builtins::{
     BashTool, EditTool, FindTool, GrepTool, LsTool, ReadTool, WriteTool, builtin_tools,
@@ -59,6 +59,9 @@ pub struct ToolContext {
     /// [`FileSystem::write_judged`] (no symlink followed). `None`: the
     /// tool resolves its path itself (calls run outside a session).
     pub write_target: Option<PathBuf>,
+    /// The sandbox the processes of this call run in (`None`: unconfined,
+    /// for calls outside a session).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 impl ToolContext {
@@ -75,6 +78,7 @@ impl ToolContext {
             updates: noop_updates(),
             scratch_dir: std::env::temp_dir().join(format!("keel-tools-{}", std::process::id())),
             write_target: None,
+            sandbox: None,
         }
     }
 

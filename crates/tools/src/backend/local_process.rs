@@ -4,13 +4,17 @@
 //! group with stdin closed and stdout+stderr merged into one pipe; output is
 //! streamed to a callback; on timeout or cancellation the whole group gets
 //! SIGTERM, then SIGKILL after a short grace, and the child is always reaped.
-//! The child's environment follows an [`EnvPolicy`] (secrets dropped). It
-//! must not know about tools or how their output is formatted.
+//! The child's environment follows an [`EnvPolicy`] (secrets dropped). A
+//! request with a confining [`SandboxSpec`](super::SandboxSpec) goes
+//! through the runner's [`Confiner`]; with none configured it fails
+//! instead of running unconfined. It must not know about tools or how
+//! their output is formatted.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -21,7 +25,7 @@ use tokio::process::Child;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ProcessExit, ProcessRequest, ProcessRunner};
+use super::{Confiner, ProcessExit, ProcessRequest, ProcessRunner};
 use crate::child_env::EnvPolicy;
 use crate::error::{Error, Result};
 
@@ -40,6 +44,9 @@ pub struct LocalProcessRunner {
     pub kill_grace: Duration,
     /// What the child's environment holds (secrets dropped by default).
     pub env: EnvPolicy,
+    /// Confines requests that carry a sandbox spec (`None`: such a request
+    /// fails).
+    pub confiner: Option<Arc<dyn Confiner>>,
 }
 
 impl Default for LocalProcessRunner {
@@ -48,6 +55,17 @@ impl Default for LocalProcessRunner {
             shell: PathBuf::from("bash"),
             kill_grace: Duration::from_secs(1),
             env: EnvPolicy::configured(),
+            confiner: None,
+        }
+    }
+}
+
+impl LocalProcessRunner {
+    /// The default runner, confining through `confiner`.
+    pub fn confined(confiner: Arc<dyn Confiner>) -> Self {
+        Self {
+            confiner: Some(confiner),
+            ..Self::default()
         }
     }
 }
@@ -106,6 +124,16 @@ impl ProcessRunner for LocalProcessRunner {
             .stderr(writer_err)
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(spec) = request.sandbox.as_ref().filter(|s| s.confines()) {
+            match &self.confiner {
+                Some(confiner) => confiner.confine(&mut command, spec)?,
+                None => {
+                    return Err(Error::Sandbox(
+                        "no sandbox is configured for this process runner".into(),
+                    ));
+                }
+            }
+        }
         let spawned = command.spawn();
         // Close our copies of the pipe's write end so EOF arrives when the
         // children are done.
@@ -260,6 +288,7 @@ mod tests {
             command: command.to_owned(),
             cwd: cwd.to_path_buf(),
             env: vec![("KEEL_TEST_VAR".to_owned(), "hello".to_owned())],
+            sandbox: None,
             timeout,
         }
     }

@@ -3,11 +3,13 @@
 //! Owns the two seams every tool goes through: [`FileSystem`] (read, atomic
 //! write, metadata, directory listing and an ignore-aware walk) and
 //! [`ProcessRunner`] (run `bash -c` with a timeout and cancellation, streaming
-//! merged output), plus the local implementations and the glob semantics a
+//! merged output, confined by a [`Confiner`] to the request's
+//! [`SandboxSpec`]), plus the local implementations and the glob semantics a
 //! walk filters with. A remote or sandboxed backend implements these traits
 //! and the tools need no change. It must not know about any tool, about
 //! output formatting or about approvals.
 
+mod confine;
 mod glob;
 mod local_fs;
 mod local_process;
@@ -20,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 
+pub use confine::{Confiner, SandboxSpec};
 pub use glob::PathGlob;
 pub use local_fs::LocalFileSystem;
 pub use local_process::LocalProcessRunner;
@@ -111,6 +114,9 @@ pub struct ProcessRequest {
     pub env: Vec<(String, String)>,
     /// Kill the process (group) after this long.
     pub timeout: Option<Duration>,
+    /// The sandbox it runs in; `None` runs it unconfined (a caller with no
+    /// policy, such as a test).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// How a process run ended.

@@ -97,6 +97,7 @@ impl Tool for BashTool {
             cwd: ctx.cwd.clone(),
             env: Vec::new(),
             timeout: Some(Duration::from_secs_f64(timeout_secs)),
+            sandbox: ctx.sandbox.clone(),
         };
 
         let mut capture = Capture::default();

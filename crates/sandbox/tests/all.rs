@@ -1,0 +1,3 @@
+//! The sandbox crate's integration tests: real processes behind real walls.
+
+mod suite;
