@@ -185,7 +185,11 @@ mod tests {
         std::fs::create_dir_all(ws.join(".keel")).unwrap();
         std::fs::create_dir_all(&home).unwrap();
         let t = tmp.path().join("tmpdir");
-        let p = plan(&spec(SandboxMode::WorkspaceWrite, &ws), &t, &[home.clone()]);
+        let p = plan(
+            &spec(SandboxMode::WorkspaceWrite, &ws),
+            &t,
+            std::slice::from_ref(&home),
+        );
         let ws = ws.canonicalize().unwrap();
         assert_eq!(p.writable, vec![ws.clone(), t.canonicalize().unwrap()]);
         assert_eq!(

@@ -35,6 +35,7 @@ impl Ran {
 }
 
 /// Fails under `CI` when the kernel cannot confine; elsewhere says so.
+#[allow(clippy::print_stderr)]
 pub fn kernel_can_confine() -> bool {
     match keel_sandbox::probe().missing() {
         None => true,
