@@ -157,6 +157,7 @@ pub fn start(
     conn: Arc<Connection>,
     default_cwd: PathBuf,
     params: CommandExecParams,
+    (sandbox, policy): (&keel_sandbox::Sandbox, keel_protocol::SandboxPolicy),
 ) -> Result<Running, RpcError> {
     let Some(program) = params.command.first() else {
         return Err(RpcError::invalid("command/exec: command must not be empty"));
@@ -214,6 +215,12 @@ pub fn start(
             None => cmd.env_remove(k),
         };
     }
+    // The process confines itself between fork and exec (the terminal
+    // wrapper too, and everything it starts).
+    let spec = keel_tools::SandboxSpec::new(policy, cwd.clone());
+    sandbox
+        .prepare(&mut cmd, &spec)
+        .map_err(|e| RpcError::internal(format!("the command did not run: the sandbox cannot be set up: {e}")))?;
     let key = (conn.id, process_id.clone());
     if table.lock().contains_key(&key) {
         return Err(RpcError::invalid(format!(

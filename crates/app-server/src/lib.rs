@@ -36,6 +36,7 @@ pub mod pty;
 pub mod pump;
 pub mod rpc_error;
 pub mod runtime;
+pub mod sandbox;
 pub mod sessions;
 pub mod thread_state;
 pub mod transport;

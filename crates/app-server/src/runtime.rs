@@ -43,6 +43,11 @@ pub struct AppServerConfig {
     pub approval_timeout: Option<Duration>,
     /// keel's version, for `userAgent` and `cliVersion`.
     pub version: String,
+    /// The sandbox policy of threads and `command/exec` that name none
+    /// (`[sandbox]` of `config.toml`).
+    pub sandbox: keel_protocol::SandboxPolicy,
+    /// Run commands unconfined where the kernel cannot confine them.
+    pub allow_unconfined: bool,
 }
 
 impl AppServerConfig {
@@ -53,6 +58,8 @@ impl AppServerConfig {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             approval_timeout: None,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            sandbox: keel_protocol::SandboxPolicy::default(),
+            allow_unconfined: false,
         }
     }
 }
@@ -76,6 +83,8 @@ pub struct Runtime {
     next_connection: AtomicU64,
     /// Cancelled when the server shuts down.
     pub shutdown: CancellationToken,
+    /// The walls of `command/exec` (threads get theirs from the builder).
+    pub sandbox: Arc<keel_sandbox::Sandbox>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,6 +104,10 @@ impl Runtime {
             config.home.clone(),
             config.approval_timeout,
         )));
+        let sandbox = Arc::new(
+            keel_sandbox::Sandbox::new(vec![config.home.clone()])
+                .allow_unconfined(config.allow_unconfined),
+        );
         let runtime = Arc::new(Self {
             gate,
             store: SessionStore::for_home(&config.home),
@@ -108,6 +121,7 @@ impl Runtime {
             subscriptions: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
+            sandbox,
         });
         runtime
             .gate

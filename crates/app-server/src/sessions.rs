@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_app_server_protocol::v2::{
-    ApprovalPolicyName, AskForApproval, SandboxMode, SandboxPolicy, Thread, ThreadStatus,
+    ApprovalPolicyName, AskForApproval, SandboxMode, Thread, ThreadStatus,
 };
 use keel_core::{ModelInfo, ModelPricing, SessionBuilder};
 use keel_llm::Provider;
@@ -144,6 +144,11 @@ fn spawn_thread(
         opts.model_provider.as_deref(),
     );
     let provider = provider_for(runtime, &model);
+    let configured = &runtime.config.sandbox;
+    let policy = match opts.sandbox {
+        Some(mode) => crate::sandbox::from_mode(mode, configured),
+        None => configured.clone(),
+    };
     let session = SessionBuilder::new(
         id.clone(),
         &cwd,
@@ -159,13 +164,11 @@ fn spawn_thread(
     .retry(runtime.models.retry_policy())
     .compaction(runtime.models.compaction())
     .tool(Arc::new(crate::plan::PlanTool))
+    .sandbox(policy.clone(), runtime.config.allow_unconfined)
     .spawn();
     session.restore_name(name.clone());
     let (handle, events, task) = session.split();
-    let sandbox = opts
-        .sandbox
-        .map(SandboxPolicy::from_mode)
-        .unwrap_or(SandboxPolicy::DangerFullAccess);
+    let sandbox = crate::sandbox::to_wire(&policy);
     let state = ThreadState {
         cwd,
         model,

@@ -113,10 +113,59 @@ pub fn classify_in(
     classify_judged(tool, args, origin, places, None)
 }
 
+/// The argument with which a call asks to run beyond the sandbox:
+/// `{"network": true, "writable": ["/abs"], "unconfined": true}` (any of
+/// them). Such a call is at least send, held in every mode and never
+/// covered by a rule; the card's reason names what it asks for.
+pub const SANDBOX_PERMISSIONS_ARG: &str = "sandbox_permissions";
+
 /// [`classify_in`] for a call whose written file the caller already
 /// resolved (`write_target`, physical): that file is classed, not the
 /// `path` argument resolved again.
 pub fn classify_judged(
+    tool: &str,
+    args: &Value,
+    origin: ToolOrigin,
+    places: &Places,
+    write_target: Option<&Path>,
+) -> Classification {
+    let mut c = classify_call(tool, args, origin, places, write_target);
+    if let Some(asked) = sandbox_permissions(args) {
+        c.class = c.class.max(Class::Send);
+        c.escapes = true;
+        c.understood = false;
+        c.reason = format!("asks to run beyond the sandbox: {asked}; {}", c.reason);
+    }
+    c
+}
+
+/// What a `sandbox_permissions` argument asks for, in words.
+pub fn sandbox_permissions(args: &Value) -> Option<String> {
+    let asked = args.get(SANDBOX_PERMISSIONS_ARG)?.as_object()?;
+    let mut parts = Vec::new();
+    if asked.get("unconfined").and_then(Value::as_bool) == Some(true) {
+        parts.push("no sandbox at all (danger-full-access)".to_owned());
+    }
+    if asked.get("network").and_then(Value::as_bool) == Some(true) {
+        parts.push("network access".to_owned());
+    }
+    for p in asked
+        .get("writable")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        parts.push(format!("writing {p}"));
+    }
+    Some(if parts.is_empty() {
+        "nothing named".to_owned()
+    } else {
+        parts.join(", ")
+    })
+}
+
+fn classify_call(
     tool: &str,
     args: &Value,
     origin: ToolOrigin,

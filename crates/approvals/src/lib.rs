@@ -64,7 +64,10 @@ mod shell_places;
 pub mod store;
 
 pub use card::{PendingRequest, messages};
-pub use class::{Class, Classification, ToolOrigin, classify, classify_in, classify_judged};
+pub use class::{
+    Class, Classification, SANDBOX_PERMISSIONS_ARG, Target, ToolOrigin, classify, classify_in,
+    classify_judged, sandbox_permissions,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
     ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,

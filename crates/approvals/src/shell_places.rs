@@ -20,6 +20,7 @@ use crate::shell::{ShellAnalysis, ShellWord, sensitive_path};
 /// any of them lands outside the workspace (or in protected state).
 pub(crate) fn place(analysis: &mut ShellAnalysis, places: &Places) -> bool {
     let mut escapes = false;
+    let mut outside = Vec::new();
     let mut here: Option<PathBuf> = Some(places.workspace.clone());
     for cmd in &mut analysis.commands {
         let mut findings: Vec<(Class, String)> = Vec::new();
@@ -57,6 +58,7 @@ pub(crate) fn place(analysis: &mut ShellAnalysis, places: &Places) -> bool {
                 Place::Outside => {
                     findings.push((Class::Send, format!("writes `{w}`, {OUTSIDE_WHY}")));
                     escapes = true;
+                    outside.push(real);
                 }
                 Place::Inside(_) => {
                     if let Some(why) = sensitive_path(&real.to_string_lossy())
@@ -85,6 +87,7 @@ pub(crate) fn place(analysis: &mut ShellAnalysis, places: &Places) -> bool {
         analysis.understood = false;
         analysis.class = analysis.class.max(cmd.total_class()).max(Class::Send);
     }
+    analysis.outside = outside;
     escapes
 }
 

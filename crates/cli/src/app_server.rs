@@ -35,6 +35,11 @@ pub struct AppServerArgs {
     /// Where to listen: stdio://, ws://HOST:PORT, unix://[PATH] or off.
     #[arg(long, default_value = "stdio://")]
     pub listen: String,
+    /// The sandbox of threads and `command/exec` that name none:
+    /// read-only, workspace-write (the default) or danger-full-access.
+    /// Overrides `[sandbox] mode`.
+    #[arg(long, value_name = "MODE", env = "KEEL_SANDBOX")]
+    pub sandbox: Option<String>,
     /// Longest accepted inbound frame, in bytes.
     #[arg(long, env = "KEEL_APP_SERVER_MAX_FRAME_BYTES")]
     pub max_frame_bytes: Option<usize>,
@@ -170,7 +175,10 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         tracing::warn!("{warning}");
     }
     let models = CliModels::new(scope, settings.retry, settings.compaction);
+    let sandbox = settings.file.sandbox.settings(args.sandbox.as_deref())?;
     let mut config = AppServerConfig::new(home, cwd);
+    config.sandbox = sandbox.policy;
+    config.allow_unconfined = sandbox.allow_unconfined;
     if let Some(n) = args.max_frame_bytes.filter(|n| *n > 0) {
         config.max_frame_bytes = n;
     }

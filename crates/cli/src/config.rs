@@ -69,9 +69,11 @@ use crate::GlobalArgs;
 
 mod approvals;
 mod compaction;
+mod sandbox;
 mod shell_env;
 pub use approvals::{ApprovalsSection, expiry_lines, store_line};
 pub use compaction::CompactionSection;
+pub use sandbox::{SandboxSection, SandboxSettings};
 
 /// Flags that pick the model and provider.
 #[derive(Debug, Clone, Default, Args)]
@@ -124,6 +126,9 @@ pub struct ConfigFile {
     /// expire.
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    /// `[sandbox]`: what commands may touch.
+    #[serde(default)]
+    pub sandbox: SandboxSection,
     /// `[shell_environment_policy]`: what commands' environments hold.
     #[serde(default)]
     pub shell_environment_policy: shell_env::ShellEnvSection,

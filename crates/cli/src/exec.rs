@@ -65,6 +65,11 @@ pub struct ExecArgs {
     /// workspace's stored mode, else `outside`).
     #[arg(long, value_enum)]
     pub approval_mode: Option<ApprovalModeArg>,
+    /// What commands may touch: read-only, workspace-write (the default:
+    /// the workspace and the temp dir, no network) or danger-full-access.
+    /// Overrides `[sandbox] mode`.
+    #[arg(long, value_name = "MODE", env = "KEEL_SANDBOX")]
+    pub sandbox: Option<String>,
     /// Without a terminal, wait for held calls to be decided from another
     /// terminal (`keel approvals approve …`) instead of parking them as
     /// drafts and going on.
@@ -81,6 +86,10 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         bail!("workspace {} is not a directory", cwd.display());
     }
     let prompt = read_prompt(args.prompt.as_deref())?;
+    let sandbox = crate::config::Settings::load(global)?
+        .file
+        .sandbox
+        .settings(args.sandbox.as_deref())?;
     let resolved = resolve(global, &args.model)?;
     let provider = build_provider(&resolved)?;
     // An unknown model runs with conservative defaults; an unsupported
@@ -115,6 +124,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         retry: resolved.retry,
         compaction: resolved.compaction,
         gate,
+        sandbox,
     });
     // A turn cut off by a crash or kill goes on first; the prompt follows
     // once it has ended well.

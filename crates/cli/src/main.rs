@@ -12,6 +12,7 @@ mod model_source;
 mod models;
 mod render;
 mod rpc;
+mod sandbox_cmd;
 mod sessions;
 mod setup;
 mod term;
@@ -74,6 +75,11 @@ enum Command {
     },
     /// Decide held tool calls; modes and always-allow rules (docs/approvals.md).
     Approvals(approvals::ApprovalsArgs),
+    /// What the kernel can enforce for the sandbox (docs/sandbox.md).
+    Sandbox {
+        #[command(subcommand)]
+        command: sandbox_cmd::SandboxCommand,
+    },
     /// The model catalogue; fetching the local model.
     Models {
         #[command(subcommand)]
@@ -133,6 +139,7 @@ fn main() -> ExitCode {
             }
             (None, Some(Command::Models { command })) => inspect::models(&cli.global, command),
             (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
+            (None, Some(Command::Sandbox { command })) => sandbox_cmd::run(&cli.global, command),
             (None, None) => {
                 let _ = Cli::command().print_help();
                 Err(anyhow::anyhow!(

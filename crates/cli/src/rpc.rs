@@ -47,6 +47,11 @@ pub struct RpcArgs {
     /// workspace's stored mode, else `outside`); `set_approval_mode` replaces it.
     #[arg(long, value_enum)]
     pub approval_mode: Option<ApprovalModeArg>,
+    /// What commands may touch: read-only, workspace-write (the default:
+    /// the workspace and the temp dir, no network) or danger-full-access.
+    /// Overrides `[sandbox] mode`.
+    #[arg(long, value_name = "MODE", env = "KEEL_SANDBOX")]
+    pub sandbox: Option<String>,
     /// Workspace directory (default: the current directory).
     #[arg(long = "cwd")]
     pub workspace: Option<PathBuf>,
@@ -119,6 +124,7 @@ pub async fn run(
         home,
         cwd,
         no_session: args.no_session,
+        sandbox: settings.file.sandbox.settings(args.sandbox.as_deref())?,
         models: CliModels::new(scope, settings.retry, settings.compaction),
     });
     let defaults = RpcOptions::default();
@@ -198,6 +204,8 @@ struct CliFactory {
     cwd: PathBuf,
     no_session: bool,
     models: CliModels,
+    /// The sandbox of every session's commands.
+    sandbox: crate::config::SandboxSettings,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
 }
@@ -295,6 +303,7 @@ impl SessionFactory for CliFactory {
             retry: self.models.retry_policy(),
             compaction: self.models.compaction(),
             gate: self.gate.clone(),
+            sandbox: self.sandbox.clone(),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {

@@ -68,6 +68,8 @@ pub struct SessionSpec<'a> {
     pub compaction: CompactionSettings,
     /// The approval gate every tool call passes (see [`approval_gate`]).
     pub gate: Arc<dyn ApprovalGate>,
+    /// The sandbox policy of its commands (`[sandbox]`, `--sandbox`).
+    pub sandbox: crate::config::SandboxSettings,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -106,6 +108,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
     .history(spec.history, spec.tree)
     .retry(spec.retry)
     .compaction(spec.compaction)
+    .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
     .spawn()
 }
 

@@ -33,7 +33,7 @@ pub async fn describe(
             Some(from_row(call, &row, None))
         }
         GateDecision::Held { .. } => None,
-        GateDecision::Allow => by_rule(engine, call).await,
+        GateDecision::Allow | GateDecision::Covered => by_rule(engine, call).await,
         GateDecision::Deny { message, .. } => {
             let row = engine
                 .store()

@@ -3,7 +3,9 @@
 //!
 //! Owns [`SessionBuilder`]: from a workspace, keel's home, a model and its
 //! provider, and an approval gate, it builds a [`Session`] with keel's
-//! built-in tools over the local file system and process runner, the
+//! built-in tools over the local file system and a process runner confined
+//! by the sandbox (`workspace-write` without network unless
+//! [`SessionBuilder::sandbox`] says otherwise; keel's home read-only), the
 //! workspace's project instructions ([`PROJECT_INSTRUCTION_FILES`]), the
 //! scratch folder under keel's home, and the session file's writer as its
 //! log. `keel exec`, RPC mode and the app-server all open sessions through
@@ -17,6 +19,8 @@ use std::sync::Arc;
 use keel_llm::Provider;
 use keel_protocol::{Message, ThinkingLevel};
 use keel_session_store::{SessionTree, SessionWriter};
+use keel_protocol::SandboxPolicy;
+use keel_sandbox::Sandbox;
 use keel_tools::{FileSystem, LocalFileSystem, LocalProcessRunner, ProcessRunner, Tool};
 
 use crate::compaction::CompactionSettings;
@@ -51,6 +55,8 @@ pub struct SessionBuilder {
     gate: Arc<dyn ApprovalGate>,
     log: Arc<dyn SessionLog>,
     developer_instructions: Option<String>,
+    sandbox: Arc<Sandbox>,
+    home: PathBuf,
 }
 
 impl SessionBuilder {
@@ -66,16 +72,33 @@ impl SessionBuilder {
     ) -> Self {
         let mut config = SessionConfig::new(id, cwd, model);
         config.scratch_dir = scratch_dir(home);
+        config.sandbox = Some(SandboxPolicy::default());
+        let sandbox = Arc::new(Sandbox::new(vec![home.to_path_buf()]));
         Self {
             config,
             provider,
             tools: keel_tools::builtin_tools(),
             fs: Arc::new(LocalFileSystem),
-            process: Arc::new(LocalProcessRunner::default()),
+            process: Arc::new(LocalProcessRunner::confined(sandbox.clone())),
             gate,
             log: Arc::new(NullLog),
             developer_instructions: None,
+            sandbox,
+            home: home.to_path_buf(),
         }
+    }
+
+    /// The sandbox policy the session's commands run under;
+    /// `allow_unconfined` lets them run without walls on a kernel that
+    /// cannot confine them (instead of refusing to run them).
+    pub fn sandbox(mut self, policy: SandboxPolicy, allow_unconfined: bool) -> Self {
+        let sandbox = Arc::new(
+            Sandbox::new(vec![self.home.clone()]).allow_unconfined(allow_unconfined),
+        );
+        self.process = Arc::new(LocalProcessRunner::confined(sandbox.clone()));
+        self.sandbox = sandbox;
+        self.config.sandbox = Some(policy);
+        self
     }
 
     /// Persists the session through `writer` (its file and its log).
@@ -143,6 +166,7 @@ impl SessionBuilder {
             gate: self.gate,
             clock: Arc::new(SystemClock),
             log: self.log,
+            sandbox: Some(self.sandbox),
         };
         Session::spawn(config, deps)
     }

@@ -138,6 +138,9 @@ pub struct SessionConfig {
     pub retry: RetryPolicy,
     /// When and how the conversation is compacted.
     pub compaction: CompactionSettings,
+    /// The sandbox policy the session's commands run under (`None`: no
+    /// sandbox, for sessions built without one).
+    pub sandbox: Option<keel_protocol::SandboxPolicy>,
 }
 
 impl SessionConfig {
@@ -159,6 +162,7 @@ impl SessionConfig {
             history: None,
             retry: RetryPolicy::default(),
             compaction: CompactionSettings::default(),
+            sandbox: None,
         }
     }
 }

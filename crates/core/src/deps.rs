@@ -32,6 +32,8 @@ pub struct ToolCallInfo {
 pub enum GateDecision {
     /// Run the call.
     Allow,
+    /// Run the call: an always-allow rule a person saved covers it.
+    Covered,
     /// Run the call: a person approved its stored request. After it ran,
     /// the loop reports the result with [`ApprovalGate::finish`].
     Approved { approval_id: String },
@@ -83,6 +85,16 @@ pub enum Recovery {
 #[async_trait::async_trait]
 pub trait ApprovalGate: Send + Sync {
     async fn check(&self, call: &ToolCallInfo) -> GateDecision;
+
+    /// What a person's yes to `call` (a [`GateDecision::Approved`] or
+    /// [`GateDecision::Covered`] call) lets it do beyond the sandbox
+    /// policy, for that call only: network for what reaches out, the
+    /// paths of a write outside the workspace, what a `sandbox_permissions`
+    /// argument asked for. The default grants nothing.
+    async fn grant(&self, call: &ToolCallInfo) -> keel_protocol::SandboxGrant {
+        let _ = call;
+        keel_protocol::SandboxGrant::default()
+    }
 
     /// Announces the held request `approval_id` and waits for its decision.
     /// Never returns `Held`.

@@ -37,6 +37,27 @@ pub async fn send_draft(
                 (MOVED.to_owned(), true)
             } else {
                 ctx.call_id = row.call_id.clone();
+                // The person's yes covers what the draft was judged as.
+                if let Some(spec) = ctx.sandbox.as_mut() {
+                    let info = crate::deps::ToolCallInfo {
+                        session_id: row.session_id.clone(),
+                        call_id: row.call_id.clone(),
+                        tool_name: row.tool.clone(),
+                        args: row.args.clone(),
+                        cwd: ctx.cwd.clone(),
+                        write_target: write_target.clone(),
+                    };
+                    let places = keel_approvals::Places::new(&ctx.cwd)
+                        .protecting(&engine.config().protected);
+                    let c = keel_approvals::classify_judged(
+                        &row.tool,
+                        &row.args,
+                        keel_approvals::ToolOrigin::Builtin,
+                        &places,
+                        write_target.as_deref(),
+                    );
+                    spec.grant = crate::sandboxed::grant_of(&c, &info);
+                }
                 ctx.write_target = write_target;
                 match tool.execute(&ctx, row.args.clone()).await {
                     Ok(out) => (out.text(), out.is_error),

@@ -272,6 +272,11 @@ impl EngineGate {
                 ..
             } => GateDecision::Approved { approval_id },
             GateOutcome::Allow {
+                request_id: None,
+                approved_by: keel_approvals::ApprovedBy::Rule,
+                ..
+            } => GateDecision::Covered,
+            GateOutcome::Allow {
                 request_id: None, ..
             } => GateDecision::Allow,
             GateOutcome::Held { request } => GateDecision::Held {
@@ -367,6 +372,23 @@ impl ApprovalGate for EngineGate {
             .gate_check_in(&self.context(call, frontend.as_ref()), mode)
             .await;
         self.decision(outcome, frontend.as_ref()).await
+    }
+
+    async fn grant(&self, call: &ToolCallInfo) -> keel_protocol::SandboxGrant {
+        let frontend = self.frontend();
+        let Ok(engine) = self.opened().await else {
+            return keel_protocol::SandboxGrant::default();
+        };
+        let context = self.context(call, frontend.as_ref());
+        let places = keel_approvals::Places::new(&call.cwd).protecting(&engine.config().protected);
+        let c = keel_approvals::classify_judged(
+            &context.tool_name,
+            &context.args,
+            context.origin,
+            &places,
+            context.write_target.as_deref(),
+        );
+        crate::sandboxed::grant_of(&c, call)
     }
 
     async fn wait(&self, call: &ToolCallInfo, approval_id: &str) -> GateDecision {

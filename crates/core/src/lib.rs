@@ -37,6 +37,7 @@ mod queue;
 mod resume;
 mod retry;
 mod run;
+pub mod sandboxed;
 mod session;
 mod state;
 mod todo;

@@ -63,6 +63,8 @@ pub struct SessionSnapshot {
     pub auto_compaction_enabled: bool,
     /// Whether a compaction is running.
     pub is_compacting: bool,
+    /// The sandbox policy in force (`None`: no sandbox).
+    pub sandbox: Option<keel_protocol::SandboxPolicy>,
 }
 
 /// Which queue [`SessionHandle::enqueue_or_start`] uses while a run streams.
@@ -393,7 +395,28 @@ impl SessionHandle {
             is_retrying: s.retry_wait.is_some(),
             auto_compaction_enabled: s.auto_compaction,
             is_compacting: s.is_compacting,
+            sandbox: s.config.sandbox.clone(),
         }
+    }
+
+    /// Changes the sandbox policy for the session's next commands.
+    pub fn set_sandbox(&self, policy: keel_protocol::SandboxPolicy) {
+        lock(&self.shared).config.sandbox = Some(policy);
+    }
+
+    /// What a command the host runs for this session (RPC `bash`) runs
+    /// under: the session's policy in its workspace, nothing granted.
+    pub fn sandbox_spec(&self) -> Option<keel_tools::SandboxSpec> {
+        let s = lock(&self.shared);
+        s.config
+            .sandbox
+            .clone()
+            .map(|p| keel_tools::SandboxSpec::new(p, s.config.cwd.clone()))
+    }
+
+    /// The session's sandbox (`None`: built without one).
+    pub fn sandbox(&self) -> Option<Arc<keel_sandbox::Sandbox>> {
+        self.deps.sandbox.clone()
     }
 
     /// The scratch directory where tools save full outputs.

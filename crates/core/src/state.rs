@@ -26,6 +26,9 @@ pub struct SessionDeps {
     pub gate: Arc<dyn ApprovalGate>,
     pub clock: Arc<dyn Clock>,
     pub log: Arc<dyn SessionLog>,
+    /// The walls of the session's commands and of keel's own writes for
+    /// it (`None`: none; `process` must then confine nothing).
+    pub sandbox: Option<Arc<keel_sandbox::Sandbox>>,
 }
 
 /// State shared between the handle, the session task and a running run.

@@ -218,6 +218,7 @@ fn harness_with(
         gate,
         clock: Arc::new(SystemClock),
         log: log.clone(),
+        sandbox: None,
     };
     Harness {
         session: Session::spawn(config, deps),

@@ -18,7 +18,11 @@ use std::collections::HashMap;
 use keel_protocol::{
     AgentEvent, ContentBlock, InterruptMode, Message, StopReason, ToolResult, ToolResultMessage,
 };
-use keel_tools::{ToolContext, UpdateSink};
+use std::sync::Arc;
+
+use keel_protocol::SandboxGrant;
+use keel_sandbox::Refusal;
+use keel_tools::{SandboxSpec, Tool, ToolContext, UpdateSink};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::TOOL_UPDATE_CAPACITY;
 use crate::ctx::RunCtx;
 use crate::deps::{GateDecision, Recovery, ToolCallInfo};
+use crate::sandboxed;
 use crate::state::lock;
 
 /// Text of the result given to a call that was cut short by an abort.
@@ -236,16 +241,13 @@ async fn run_one(
         return (ToolResult::text(format!("Tool {name} not found")), true);
     };
     let info = call_info(ctx, id, name, args);
-    let (cwd, scratch_dir) = (
-        info.cwd.clone(),
-        lock(&ctx.shared).config.scratch_dir.clone(),
-    );
     let decision = decide(ctx, &info, cancel).await;
     crate::approval_entry::record(ctx, &info, &decision).await;
     emit_start(ctx, id, name, args).await;
     let approval_id = match decision {
         GateDecision::Allow => None,
-        GateDecision::Approved { approval_id } => Some(approval_id),
+        GateDecision::Covered => Some(None),
+        GateDecision::Approved { approval_id } => Some(Some(approval_id)),
         GateDecision::Deny { message, stop_turn } => {
             if stop_turn {
                 cancel.cancel();
@@ -261,7 +263,121 @@ async fn run_one(
             );
         }
     };
+    // A person's yes (now, or through a rule they saved) widens the
+    // sandbox by what it covered, for this call only.
+    let grant = match approval_id {
+        Some(_) => ctx.deps.gate.grant(&info).await,
+        None => SandboxGrant::default(),
+    };
+    let spec = sandboxed::spec_for(ctx, &info, grant);
+    let (mut result, mut is_error, refusal) = run_checked(ctx, &tool, &info, spec.clone(), cancel).await;
+    if let (Some(refusal), Some(spec)) = (refusal, spec) {
+        (result, is_error) = beyond_the_sandbox(ctx, &tool, &info, spec, refusal, result, cancel).await;
+    }
+    let result = scrub(result);
+    if let Some(Some(approval_id)) = approval_id {
+        ctx.deps
+            .gate
+            .finish(&info, &approval_id, &result_text(&result), is_error)
+            .await;
+    }
+    (result, is_error)
+}
 
+/// Runs the call under `spec`, unless keel's own write is refused first;
+/// says what the sandbox refused when it stopped the call.
+async fn run_checked(
+    ctx: &RunCtx,
+    tool: &Arc<dyn Tool>,
+    info: &ToolCallInfo,
+    spec: Option<SandboxSpec>,
+    cancel: &CancellationToken,
+) -> (ToolResult, bool, Option<Refusal>) {
+    if let Some(refusal) = sandboxed::write_refusal(ctx, spec.as_ref(), info) {
+        return (ToolResult::default(), true, Some(refusal));
+    }
+    let (result, is_error) = run_tool(ctx, tool, info, spec.clone(), cancel).await;
+    let refusal = if is_error && !cancel.is_cancelled() {
+        sandboxed::refused(ctx, spec.as_ref(), &result_text(&result))
+    } else {
+        None
+    };
+    (result, is_error, refusal)
+}
+
+/// A call the sandbox stopped: the model is told what was refused, and a
+/// person is asked (through the durable gate) whether it may run again
+/// with the missing permission; a yes runs it once more with just that.
+async fn beyond_the_sandbox(
+    ctx: &RunCtx,
+    tool: &Arc<dyn Tool>,
+    info: &ToolCallInfo,
+    spec: SandboxSpec,
+    refusal: Refusal,
+    mut result: ToolResult,
+    cancel: &CancellationToken,
+) -> (ToolResult, bool) {
+    let blocked = sandboxed::blocked_text(&spec.policy, &refusal);
+    let Some(ask) = sandboxed::escalation(info, &refusal) else {
+        result.content.push(ContentBlock::text(format!("\n{blocked}")));
+        return (result, true);
+    };
+    let decision = decide(ctx, &ask, cancel).await;
+    let approval_id = match decision {
+        GateDecision::Approved { approval_id } => Some(approval_id),
+        GateDecision::Covered => None,
+        GateDecision::Allow | GateDecision::Held { .. } => {
+            result.content.push(ContentBlock::text(format!(
+                "\n{blocked} It was not run again: nobody was asked."
+            )));
+            return (result, true);
+        }
+        GateDecision::Deny { message, stop_turn } => {
+            if stop_turn {
+                cancel.cancel();
+            }
+            result.content.push(ContentBlock::text(format!(
+                "\n{blocked} A person was asked to let it run again with {}; it was not: {message}",
+                refusal.grant().describe()
+            )));
+            return (result, true);
+        }
+    };
+    let asked = ctx.deps.gate.grant(&ask).await;
+    let mut grant = spec.grant.clone();
+    grant.network |= asked.network;
+    grant.unconfined |= asked.unconfined;
+    grant.writable.extend(asked.writable);
+    let widened = SandboxSpec { grant, ..spec };
+    let (mut again, is_error, still) = run_checked(ctx, tool, info, Some(widened), cancel).await;
+    if let Some(still) = still {
+        let text = sandboxed::blocked_text(&spec_policy(ctx), &still);
+        again.content.push(ContentBlock::text(format!("\n{text}")));
+    }
+    let again = scrub(again);
+    if let Some(approval_id) = approval_id {
+        ctx.deps
+            .gate
+            .finish(&ask, &approval_id, &result_text(&again), is_error)
+            .await;
+    }
+    (again, is_error)
+}
+
+fn spec_policy(ctx: &RunCtx) -> keel_protocol::SandboxPolicy {
+    lock(&ctx.shared).config.sandbox.clone().unwrap_or_default()
+}
+
+/// Runs the tool once, forwarding its partial results.
+async fn run_tool(
+    ctx: &RunCtx,
+    tool: &Arc<dyn Tool>,
+    info: &ToolCallInfo,
+    sandbox: Option<SandboxSpec>,
+    cancel: &CancellationToken,
+) -> (ToolResult, bool) {
+    let (id, name, args) = (&info.call_id, &info.tool_name, &info.args);
+    let scratch_dir = lock(&ctx.shared).config.scratch_dir.clone();
     let (update_tx, mut update_rx) = mpsc::channel::<ToolResult>(TOOL_UPDATE_CAPACITY);
     let updates: UpdateSink = std::sync::Arc::new(move |partial: ToolResult| {
         // Partial results are advisory; when the consumer lags, drop one.
@@ -269,14 +385,15 @@ async fn run_one(
     });
     let tool_cancel = cancel.child_token();
     let tool_ctx = ToolContext {
-        call_id: id.to_owned(),
-        cwd,
+        call_id: id.clone(),
+        cwd: info.cwd.clone(),
         fs: ctx.deps.fs.clone(),
         process: ctx.deps.process.clone(),
         cancel: tool_cancel.clone(),
         updates,
         scratch_dir,
         write_target: info.write_target.clone(),
+        sandbox,
     };
     let exec = tool.execute(&tool_ctx, args.clone());
     tokio::pin!(exec);
@@ -290,7 +407,7 @@ async fn run_one(
     while let Ok(partial) = update_rx.try_recv() {
         emit_update(ctx, id, name, args, partial).await;
     }
-    let (result, is_error) = if cancel.is_cancelled() {
+    if cancel.is_cancelled() {
         (ToolResult::text(ABORTED_TEXT), true)
     } else {
         match result {
@@ -298,15 +415,7 @@ async fn run_one(
             Err(keel_tools::Error::Aborted) => (ToolResult::text(ABORTED_TEXT), true),
             Err(e) => (ToolResult::text(e.to_string()), true),
         }
-    };
-    let result = scrub(result);
-    if let Some(approval_id) = approval_id {
-        ctx.deps
-            .gate
-            .finish(&info, &approval_id, &result_text(&result), is_error)
-            .await;
     }
-    (result, is_error)
 }
 
 /// The secrets of keel's environment (provider keys, tokens, database

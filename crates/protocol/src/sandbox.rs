@@ -73,6 +73,9 @@ pub struct SandboxPolicy {
     /// Commands may open network sockets.
     #[serde(default)]
     pub network_access: bool,
+    /// The temp dir is not writable (`workspace-write`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclude_temp_dir: bool,
 }
 
 impl SandboxPolicy {
@@ -82,6 +85,7 @@ impl SandboxPolicy {
             mode,
             writable_roots: Vec::new(),
             network_access: false,
+            exclude_temp_dir: false,
         }
     }
 

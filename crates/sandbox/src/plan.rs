@@ -49,7 +49,9 @@ pub fn plan(spec: &SandboxSpec, temp_dir: &Path, protected: &[PathBuf]) -> Plan 
     match spec.policy.mode {
         SandboxMode::WorkspaceWrite => {
             roots.push(spec.workspace.clone());
-            roots.push(temp_dir.to_path_buf());
+            if !spec.policy.exclude_temp_dir {
+                roots.push(temp_dir.to_path_buf());
+            }
             roots.extend(spec.policy.writable_roots.iter().cloned());
         }
         SandboxMode::ReadOnly | SandboxMode::DangerFullAccess => {}

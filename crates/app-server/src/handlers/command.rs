@@ -6,7 +6,7 @@
 use base64::Engine;
 use keel_app_server_protocol::v2::{
     CommandExecParams, CommandExecResizeParams, CommandExecTerminateParams, CommandExecWriteParams,
-    EmptyResponse,
+    EmptyResponse, SandboxPolicy,
 };
 
 use crate::commands;
@@ -14,11 +14,22 @@ use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
 
 pub fn exec(ctx: &mut RequestCtx, p: CommandExecParams) -> Result<Reply, RpcError> {
+    // The request's `sandboxPolicy` (any variant of the schema), else the
+    // server's configured policy: enforced on the process.
+    let policy = match &p.sandbox_policy {
+        Some(v) => {
+            let wire: SandboxPolicy = serde_json::from_value(v.clone())
+                .map_err(|e| RpcError::invalid_params(format!("sandboxPolicy: {e}")))?;
+            crate::sandbox::from_wire(&wire)
+        }
+        None => ctx.runtime.config.sandbox.clone(),
+    };
     let running = commands::start(
         ctx.runtime.processes.clone(),
         ctx.conn.clone(),
         ctx.runtime.config.default_cwd.clone(),
         p,
+        (&ctx.runtime.sandbox, policy),
     )?;
     let conn = ctx.conn.clone();
     let id = ctx.id.clone();

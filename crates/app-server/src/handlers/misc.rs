@@ -146,7 +146,17 @@ pub async fn config_read(ctx: &mut RequestCtx, p: ConfigReadParams) -> Result<Re
         "approval_policy".into(),
         serde_json::to_value(&policy).map_err(RpcError::internal)?,
     );
-    config.insert("sandbox_mode".into(), json!("danger-full-access"));
+    let sandbox = &ctx.runtime.config.sandbox;
+    config.insert("sandbox_mode".into(), json!(sandbox.mode.as_str()));
+    config.insert(
+        "sandbox_workspace_write".into(),
+        json!({
+            "writable_roots": sandbox.writable_roots,
+            "network_access": sandbox.network_access,
+            "exclude_tmpdir_env_var": sandbox.exclude_temp_dir,
+            "exclude_slash_tmp": sandbox.exclude_temp_dir,
+        }),
+    );
     let file = ctx.runtime.config.home.join("config.toml");
     let mut origins = Map::new();
     if file.exists() {

@@ -3,7 +3,8 @@
 //!
 //! `turn/start`'s overrides stick for later turns: `model`, `effort`,
 //! `cwd` (tools and the system prompt use it from the next model call),
-//! `approvalPolicy`, `sandboxPolicy` (recorded only). A `warning` goes out
+//! `approvalPolicy`, `sandboxPolicy` (enforced on the thread's next
+//! commands). A `warning` goes out
 //! before the response when the model is unknown to the catalogue (every
 //! turn, as Codex does) or the requested effort was clamped.
 
@@ -152,6 +153,7 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
         thread.state().approval_policy = policy;
     }
     if let Some(policy) = p.sandbox_policy.clone() {
+        thread.handle.set_sandbox(crate::sandbox::from_wire(&policy));
         thread.state().sandbox = policy;
     }
     if let Some(cwd) = p.cwd.as_deref().filter(|c| !c.is_empty()) {

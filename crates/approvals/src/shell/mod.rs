@@ -158,6 +158,10 @@ pub struct ShellAnalysis {
     pub commands: Vec<ShellCommand>,
     /// Constructs that make the line not fully understood.
     pub constructs: Vec<String>,
+    /// The files it writes outside the workspace, resolved (what a yes to
+    /// the line lets it write through the sandbox).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<std::path::PathBuf>,
 }
 
 impl ShellAnalysis {
@@ -273,5 +277,6 @@ pub(crate) fn analyze_at_depth(src: &str, depth: usize) -> ShellAnalysis {
         understood,
         commands,
         constructs,
+        outside: Vec::new(),
     }
 }

@@ -155,7 +155,9 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
             always,
             scope,
             session_only,
-        } => approve(&engine, &id, always, scope.as_deref(), session_only, json).await?,
+        } => {
+            approve(&engine, &home, &id, always, scope.as_deref(), session_only, json).await?
+        }
         ApprovalsCommand::Decline { id, note, stop } => {
             let decision = Decision::Decline {
                 note: note.filter(|n| !n.trim().is_empty()),
@@ -329,8 +331,10 @@ fn parse_scope(tool: &str, text: &str) -> anyhow::Result<RuleScope> {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn approve(
     engine: &ApprovalEngine,
+    home: &Path,
     id: &str,
     always: bool,
     scope: Option<&str>,
@@ -361,7 +365,7 @@ async fn approve(
     let decided = engine.decide(id, decision, DECIDER, None).await?;
     print_decided(&decided, json)?;
     if decided.delivery == Delivery::Draft && decided.status == Status::Approved {
-        send_draft(engine, &decided, json).await?;
+        send_draft(engine, home, &decided, json).await?;
     }
     Ok(())
 }
@@ -375,6 +379,7 @@ fn is_builtin(tool: &str) -> bool {
 #[allow(clippy::print_stdout)]
 async fn send_draft(
     engine: &ApprovalEngine,
+    home: &Path,
     row: &ApprovalRecord,
     json: bool,
 ) -> anyhow::Result<()> {
@@ -383,7 +388,18 @@ async fn send_draft(
         bail!("`{}` is not a built-in tool", row.tool);
     }
     let cwd = Path::new(&row.workspace);
-    let ctx = ToolContext::local(cwd, CancellationToken::new());
+    // It runs behind the same walls as the agent's own commands, widened by
+    // what the person's yes covered.
+    let sandbox = crate::config::load_file(&home.join("config.toml"))?
+        .sandbox
+        .settings(None)?;
+    let walls = std::sync::Arc::new(
+        keel_sandbox::Sandbox::new(vec![home.to_path_buf()])
+            .allow_unconfined(sandbox.allow_unconfined),
+    );
+    let mut ctx = ToolContext::local(cwd, CancellationToken::new());
+    ctx.process = std::sync::Arc::new(keel_tools::LocalProcessRunner::confined(walls));
+    ctx.sandbox = Some(keel_tools::SandboxSpec::new(sandbox.policy, cwd));
     let (text, is_error) = keel_core::send_draft(engine, &row.id, &tools, ctx).await?;
     if !json {
         let how = if is_error { "failed" } else { "ran" };

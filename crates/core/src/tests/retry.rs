@@ -53,6 +53,7 @@ fn retrying(scripts: Vec<Script>, clock: Arc<TestClock>, policy: RetryPolicy) ->
         gate: Arc::new(AllowAll),
         clock,
         log: log.clone(),
+        sandbox: None,
     };
     Harness {
         session: Session::spawn(config, deps),

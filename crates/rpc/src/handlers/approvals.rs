@@ -91,6 +91,7 @@ impl Server {
             updates: noop_updates(),
             scratch_dir: scratch,
             write_target: None,
+            sandbox: self.handle().sandbox_spec(),
         };
         tokio::spawn(async move {
             if let Err(e) = keel_core::send_draft(&engine, &id, &tools, ctx).await {

@@ -94,6 +94,7 @@ async fn run(
                 cwd: cwd.clone(),
                 env: Vec::new(),
                 timeout: None,
+                sandbox: handle.sandbox_spec(),
             },
             cancel,
             &mut on_output,

@@ -36,6 +36,9 @@ struct State {
     /// pi's name for `queuedMessageCount` (same value), for pi's clients.
     pending_message_count: usize,
     todo_phases: Vec<TodoPhase>,
+    /// keel's addition: the sandbox policy the session's commands run
+    /// under (`null`: no sandbox).
+    sandbox: Option<keel_protocol::SandboxPolicy>,
     context_usage: Option<keel_core::ContextUsage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_prompt: Option<Vec<String>>,
@@ -64,6 +67,7 @@ impl Server {
             queued_message_count: snap.queued_message_count,
             pending_message_count: snap.queued_message_count,
             todo_phases: snap.todos.clone(),
+            sandbox: snap.sandbox.clone(),
             context_usage: self.model.as_ref().map(|_| self.handle().context_usage()),
             system_prompt: wants(&[Include::SystemPrompt])
                 .then(|| vec![self.handle().system_prompt()]),
