@@ -218,9 +218,11 @@ pub fn start(
     // The process confines itself between fork and exec (the terminal
     // wrapper too, and everything it starts).
     let spec = keel_tools::SandboxSpec::new(policy, cwd.clone());
-    sandbox
-        .prepare(&mut cmd, &spec)
-        .map_err(|e| RpcError::internal(format!("the command did not run: the sandbox cannot be set up: {e}")))?;
+    sandbox.prepare(&mut cmd, &spec).map_err(|e| {
+        RpcError::internal(format!(
+            "the command did not run: the sandbox cannot be set up: {e}"
+        ))
+    })?;
     let key = (conn.id, process_id.clone());
     if table.lock().contains_key(&key) {
         return Err(RpcError::invalid(format!(

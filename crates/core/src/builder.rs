@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_llm::Provider;
-use keel_protocol::{Message, ThinkingLevel};
-use keel_session_store::{SessionTree, SessionWriter};
 use keel_protocol::SandboxPolicy;
+use keel_protocol::{Message, ThinkingLevel};
 use keel_sandbox::Sandbox;
+use keel_session_store::{SessionTree, SessionWriter};
 use keel_tools::{FileSystem, LocalFileSystem, LocalProcessRunner, ProcessRunner, Tool};
 
 use crate::compaction::CompactionSettings;
@@ -92,9 +92,8 @@ impl SessionBuilder {
     /// `allow_unconfined` lets them run without walls on a kernel that
     /// cannot confine them (instead of refusing to run them).
     pub fn sandbox(mut self, policy: SandboxPolicy, allow_unconfined: bool) -> Self {
-        let sandbox = Arc::new(
-            Sandbox::new(vec![self.home.clone()]).allow_unconfined(allow_unconfined),
-        );
+        let sandbox =
+            Arc::new(Sandbox::new(vec![self.home.clone()]).allow_unconfined(allow_unconfined));
         self.process = Arc::new(LocalProcessRunner::confined(sandbox.clone()));
         self.sandbox = sandbox;
         self.config.sandbox = Some(policy);

@@ -25,7 +25,11 @@ pub const ESCALATION_SUFFIX: &str = "#sandbox";
 
 /// What the call's processes run under: `None` when the session has no
 /// sandbox.
-pub(crate) fn spec_for(ctx: &RunCtx, info: &ToolCallInfo, grant: SandboxGrant) -> Option<SandboxSpec> {
+pub(crate) fn spec_for(
+    ctx: &RunCtx,
+    info: &ToolCallInfo,
+    grant: SandboxGrant,
+) -> Option<SandboxSpec> {
     let policy = lock(&ctx.shared).config.sandbox.clone()?;
     ctx.deps.sandbox.as_ref()?;
     Some(SandboxSpec {
@@ -99,9 +103,11 @@ pub fn grant_of(c: &Classification, call: &ToolCallInfo) -> SandboxGrant {
     };
     if c.escapes {
         match &c.target {
-            Target::Path { absolute, .. } => g
-                .writable
-                .push(call.write_target.clone().unwrap_or_else(|| absolute.clone())),
+            Target::Path { absolute, .. } => g.writable.push(
+                call.write_target
+                    .clone()
+                    .unwrap_or_else(|| absolute.clone()),
+            ),
             Target::Shell { analysis } => g.writable.extend(analysis.outside.iter().cloned()),
             Target::None | Target::Host { .. } => {}
         }
@@ -150,10 +156,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().canonicalize().unwrap();
         // Reaches out: network, no paths.
-        let g = grant(&info("bash", json!({"command": "curl https://example.com"}), &ws));
+        let g = grant(&info(
+            "bash",
+            json!({"command": "curl https://example.com"}),
+            &ws,
+        ));
         assert!(g.network && g.writable.is_empty() && !g.unconfined);
         // Writes outside: that path (and network: it is send).
-        let g = grant(&info("bash", json!({"command": "echo x > /etc/keel-test"}), &ws));
+        let g = grant(&info(
+            "bash",
+            json!({"command": "echo x > /etc/keel-test"}),
+            &ws,
+        ));
         assert_eq!(g.writable, vec![std::path::PathBuf::from("/etc/keel-test")]);
         // A read grants nothing.
         assert!(grant(&info("bash", json!({"command": "ls"}), &ws)).is_empty());

@@ -270,9 +270,11 @@ async fn run_one(
         None => SandboxGrant::default(),
     };
     let spec = sandboxed::spec_for(ctx, &info, grant);
-    let (mut result, mut is_error, refusal) = run_checked(ctx, &tool, &info, spec.clone(), cancel).await;
+    let (mut result, mut is_error, refusal) =
+        run_checked(ctx, &tool, &info, spec.clone(), cancel).await;
     if let (Some(refusal), Some(spec)) = (refusal, spec) {
-        (result, is_error) = beyond_the_sandbox(ctx, &tool, &info, spec, refusal, result, cancel).await;
+        (result, is_error) =
+            beyond_the_sandbox(ctx, &tool, &info, spec, refusal, result, cancel).await;
     }
     let result = scrub(result);
     if let Some(Some(approval_id)) = approval_id {
@@ -319,7 +321,7 @@ async fn beyond_the_sandbox(
 ) -> (ToolResult, bool) {
     let blocked = sandboxed::blocked_text(&spec.policy, &refusal);
     let Some(ask) = sandboxed::escalation(info, &refusal) else {
-        result.content.push(ContentBlock::text(format!("\n{blocked}")));
+        append_text(&mut result, &blocked);
         return (result, true);
     };
     let decision = decide(ctx, &ask, cancel).await;
@@ -327,19 +329,23 @@ async fn beyond_the_sandbox(
         GateDecision::Approved { approval_id } => Some(approval_id),
         GateDecision::Covered => None,
         GateDecision::Allow | GateDecision::Held { .. } => {
-            result.content.push(ContentBlock::text(format!(
-                "\n{blocked} It was not run again: nobody was asked."
-            )));
+            append_text(
+                &mut result,
+                &format!("{blocked} It was not run again: nobody was asked."),
+            );
             return (result, true);
         }
         GateDecision::Deny { message, stop_turn } => {
             if stop_turn {
                 cancel.cancel();
             }
-            result.content.push(ContentBlock::text(format!(
-                "\n{blocked} A person was asked to let it run again with {}; it was not: {message}",
-                refusal.grant().describe()
-            )));
+            append_text(
+                &mut result,
+                &format!(
+                    "{blocked} A person was asked to let it run again with {}; it was not: {message}",
+                    refusal.grant().describe()
+                ),
+            );
             return (result, true);
         }
     };
@@ -352,7 +358,7 @@ async fn beyond_the_sandbox(
     let (mut again, is_error, still) = run_checked(ctx, tool, info, Some(widened), cancel).await;
     if let Some(still) = still {
         let text = sandboxed::blocked_text(&spec_policy(ctx), &still);
-        again.content.push(ContentBlock::text(format!("\n{text}")));
+        append_text(&mut again, &text);
     }
     let again = scrub(again);
     if let Some(approval_id) = approval_id {
@@ -362,6 +368,18 @@ async fn beyond_the_sandbox(
             .await;
     }
     (again, is_error)
+}
+
+/// Adds `text` to the result's last text (a paragraph of its own), or
+/// as its first block.
+fn append_text(result: &mut ToolResult, text: &str) {
+    match result.content.last_mut() {
+        Some(ContentBlock::Text { text: last }) => {
+            last.push_str("\n\n");
+            last.push_str(text);
+        }
+        _ => result.content.push(ContentBlock::text(text)),
+    }
 }
 
 fn spec_policy(ctx: &RunCtx) -> keel_protocol::SandboxPolicy {

@@ -116,9 +116,20 @@ pub fn refusal(output: &str, cwd: &Path, plan: &Plan) -> Option<Refusal> {
     (found.network || !found.paths.is_empty()).then_some(found)
 }
 
-/// Words of `line` that look like paths: quoted text, and words with a `/`.
+/// Words of `line` that look like paths: quoted text, words with a `/`,
+/// and the field before the error in `prog: PATH: Permission denied`.
 fn path_candidates(line: &str) -> Vec<String> {
     let mut out = Vec::new();
+    let lower = line.to_lowercase();
+    if let Some(at) = DENIED.iter().filter_map(|d| lower.find(d)).min()
+        && let Some(before) = line.get(..at)
+        && let Some(field) = before.trim_end().strip_suffix(':')
+    {
+        let field = field.rsplit(": ").next().unwrap_or(field).trim();
+        if !field.is_empty() && !field.contains(' ') {
+            out.push(field.to_owned());
+        }
+    }
     let quotes = [('\'', '\''), ('"', '"'), ('‘', '’'), ('`', '\'')];
     for (open, close) in quotes {
         let mut rest = line;
@@ -179,6 +190,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.paths, vec![PathBuf::from("/etc/x.txt")]);
+        // A relative path, under a read-only policy.
+        let ro = Plan::default();
+        let r = refusal("bash: line 1: a.txt: Read-only file system", &ws, &ro).unwrap();
+        assert_eq!(r.paths, vec![ws.join("a.txt")]);
     }
 
     #[test]

@@ -153,7 +153,9 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
         thread.state().approval_policy = policy;
     }
     if let Some(policy) = p.sandbox_policy.clone() {
-        thread.handle.set_sandbox(crate::sandbox::from_wire(&policy));
+        thread
+            .handle
+            .set_sandbox(crate::sandbox::from_wire(&policy));
         thread.state().sandbox = policy;
     }
     if let Some(cwd) = p.cwd.as_deref().filter(|c| !c.is_empty()) {

@@ -156,7 +156,16 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
             scope,
             session_only,
         } => {
-            approve(&engine, &home, &id, always, scope.as_deref(), session_only, json).await?
+            approve(
+                &engine,
+                &home,
+                &id,
+                always,
+                scope.as_deref(),
+                session_only,
+                json,
+            )
+            .await?
         }
         ApprovalsCommand::Decline { id, note, stop } => {
             let decision = Decision::Decline {

@@ -11,6 +11,7 @@ mod exec_abort;
 mod html_export;
 mod providers;
 mod rpc;
+mod sandbox;
 mod session_approvals;
 mod sessions;
 mod snapshots;
