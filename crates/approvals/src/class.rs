@@ -115,8 +115,11 @@ pub fn classify_in(
 
 /// The argument with which a call asks to run beyond the sandbox:
 /// `{"network": true, "writable": ["/abs"], "unconfined": true}` (any of
-/// them). Such a call is at least send, held in every mode and never
-/// covered by a rule; the card's reason names what it asks for.
+/// them). Such a call is at least send (asked as the mode asks for send;
+/// a rule may cover network access); asking to write paths or to run
+/// without walls is held in every mode and never covered by a rule, as a
+/// write outside the workspace is. The card's reason names what it asks
+/// for.
 pub const SANDBOX_PERMISSIONS_ARG: &str = "sandbox_permissions";
 
 /// [`classify_in`] for a call whose written file the caller already
@@ -132,8 +135,15 @@ pub fn classify_judged(
     let mut c = classify_call(tool, args, origin, places, write_target);
     if let Some(asked) = sandbox_permissions(args) {
         c.class = c.class.max(Class::Send);
-        c.escapes = true;
-        c.understood = false;
+        let widens_files = args[SANDBOX_PERMISSIONS_ARG]
+            .get("writable")
+            .and_then(Value::as_array)
+            .is_some_and(|w| !w.is_empty())
+            || args[SANDBOX_PERMISSIONS_ARG].get("unconfined") == Some(&Value::Bool(true));
+        if widens_files {
+            c.escapes = true;
+            c.understood = false;
+        }
         c.reason = format!("asks to run beyond the sandbox: {asked}; {}", c.reason);
     }
     c
@@ -492,5 +502,27 @@ mod tests {
         assert_eq!(url_host("http://[::1]:80/").as_deref(), Some("::1"));
         assert_eq!(url_host("example.org/x"), None);
         assert_eq!(url_host("https:///x"), None);
+    }
+
+    #[test]
+    fn asking_beyond_the_sandbox_is_send_and_files_are_never_ruled() {
+        let places = Places::new(Path::new("/ws"));
+        let ls = |asked: Value| {
+            classify_judged(
+                "bash",
+                &serde_json::json!({"command": "ls", "sandbox_permissions": asked}),
+                ToolOrigin::Builtin,
+                &places,
+                None,
+            )
+        };
+        let net = ls(serde_json::json!({"network": true}));
+        assert_eq!(net.class, Class::Send);
+        assert!(!net.escapes, "network may be covered by a rule");
+        assert!(net.reason.contains("network access"), "{}", net.reason);
+        let file = ls(serde_json::json!({"writable": ["/etc/hosts"]}));
+        assert!(file.escapes && file.reason.contains("writing /etc/hosts"));
+        let all = ls(serde_json::json!({"unconfined": true}));
+        assert!(all.escapes && all.reason.contains("danger-full-access"));
     }
 }

@@ -31,6 +31,34 @@ const NETWORK_WORDS: &[&str] = &[
     "socket", "connect", "network", "/dev/tcp", "/dev/udp", "urlopen", "http", "curl", "wget",
 ];
 
+/// Words that stand before `: Permission denied` without being a path
+/// (the system call or the program that failed).
+const NOT_PATHS: &[&str] = &[
+    "connect",
+    "socket",
+    "bind",
+    "listen",
+    "sendto",
+    "sendmsg",
+    "open",
+    "openat",
+    "write",
+    "read",
+    "mount",
+    "umount",
+    "unshare",
+    "chroot",
+    "ptrace",
+    "kill",
+    "ioctl",
+    "exec",
+    "execve",
+    "setns",
+    "fork",
+    "clone",
+    "io_uring_setup",
+];
+
 /// Failed name lookups (their sockets were refused).
 const LOOKUP_FAILED: &[&str] = &[
     "temporary failure in name resolution",
@@ -126,7 +154,7 @@ fn path_candidates(line: &str) -> Vec<String> {
         && let Some(field) = before.trim_end().strip_suffix(':')
     {
         let field = field.rsplit(": ").next().unwrap_or(field).trim();
-        if !field.is_empty() && !field.contains(' ') {
+        if !field.is_empty() && !field.contains(' ') && !NOT_PATHS.contains(&field) {
             out.push(field.to_owned());
         }
     }

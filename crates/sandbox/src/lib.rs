@@ -82,10 +82,19 @@ impl Sandbox {
 
     /// Builds the walls of `spec` for `command`, or says why it cannot.
     pub fn prepare(&self, command: &mut tokio::process::Command, spec: &SandboxSpec) -> Result<()> {
+        self.prepare_on(command, spec, probe())
+    }
+
+    /// [`Self::prepare`] on a kernel that supports `support`.
+    fn prepare_on(
+        &self,
+        command: &mut tokio::process::Command,
+        spec: &SandboxSpec,
+        support: Support,
+    ) -> Result<()> {
         if !spec.confines() {
             return Ok(());
         }
-        let support = probe();
         if let Some(missing) = support.missing() {
             return self.unconfined(format!(
                 "this kernel cannot confine commands: missing {missing}"
@@ -173,6 +182,58 @@ fn create_granted_files(spec: &SandboxSpec) {
         {
             tracing::debug!(path = %p.display(), error = %e, "cannot create a granted file");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::{SandboxMode, SandboxPolicy};
+
+    const NOTHING: Support = Support {
+        landlock_abi: None,
+        seccomp: false,
+        mount_namespace: false,
+    };
+
+    #[test]
+    fn a_kernel_that_cannot_confine_refuses_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = SandboxSpec::new(SandboxPolicy::of(SandboxMode::WorkspaceWrite), dir.path());
+        let mut cmd = tokio::process::Command::new("true");
+        let err = Sandbox::new(Vec::new())
+            .prepare_on(&mut cmd, &spec, NOTHING)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("missing Landlock"), "{err}");
+        assert!(err.contains("allow_unconfined"), "{err}");
+        let allowed = Sandbox::new(Vec::new()).allow_unconfined(true);
+        assert!(allowed.prepare_on(&mut cmd, &spec, NOTHING).is_ok());
+        // No walls asked for: nothing to enforce, nothing refused.
+        let full = SandboxSpec::new(SandboxPolicy::of(SandboxMode::DangerFullAccess), dir.path());
+        assert!(
+            Sandbox::new(Vec::new())
+                .prepare_on(&mut cmd, &full, NOTHING)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn protected_folders_without_a_mount_namespace_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let spec = SandboxSpec::new(SandboxPolicy::of(SandboxMode::WorkspaceWrite), dir.path());
+        let no_ns = Support {
+            landlock_abi: Some(7),
+            seccomp: true,
+            mount_namespace: false,
+        };
+        let mut cmd = tokio::process::Command::new("true");
+        let err = Sandbox::new(Vec::new())
+            .prepare_on(&mut cmd, &spec, no_ns)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(".git") && err.contains("read-only"), "{err}");
     }
 }
 

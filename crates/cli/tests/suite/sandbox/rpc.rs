@@ -55,31 +55,29 @@ async fn a_send_approval_opens_the_network_for_that_call_only() {
     rpc.event("agent_end").await;
     assert_eq!(received(&l), "hi");
 
+    // The same command run with no one's yes (money_only asks only for
+    // money) stays behind the walls, and nobody is asked to widen them.
     env.mock
         .push_all([bash("c2", &connect(port)), MockResponse::text("done")]);
     rpc.ok(json!({"type": "set_approval_mode", "mode": "money_only"}))
         .await;
     rpc.send(json!({"type": "prompt", "message": "again"}))
         .await;
-    // The sandbox stopped it; keel asks whether it may run with network.
-    let ask = rpc.approval_request().await;
-    assert_eq!(ask["toolCallId"], "c2#sandbox", "{ask}");
-    assert!(
-        ask["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("network access")
-            || ask.to_string().contains("network access"),
-        "the card names the permission: {ask}"
-    );
-    let id = ask["id"].as_str().unwrap().to_owned();
-    rpc.decide(&id, "decline", json!({"note": "not now"})).await;
     let end = rpc.tool_end("c2").await;
     assert_eq!(end["isError"], true);
     let text = result_text(&end);
-    assert!(text.contains("Blocked by the sandbox"), "{text}");
-    assert!(text.contains("not now"), "{text}");
+    assert!(
+        text.contains("Blocked by the sandbox (workspace-write, network off): network access"),
+        "{text}"
+    );
+    assert!(text.contains("nobody was asked"), "{text}");
     rpc.event("agent_end").await;
+    assert!(
+        !rpc.frames
+            .iter()
+            .any(|f| f["type"] == "approval_request" && f["toolCallId"] == "c2#sandbox"),
+        "money_only asked about network"
+    );
     l.set_nonblocking(true).unwrap();
     assert!(l.accept().is_err(), "the refused call connected");
 }
@@ -91,24 +89,48 @@ async fn a_stopped_call_approved_again_runs_with_the_missing_permission() {
     }
     let env = Env::new().await;
     let around = Around::new();
-    let (l, port) = listener();
-    env.mock
-        .push_all([bash("c1", &connect(port)), MockResponse::text("done")]);
+    let ws = ws_path(&env);
+    env.mock.push_all([
+        bash("c1", "echo x > a.txt"),
+        bash("c2", "echo y > b.txt"),
+        MockResponse::text("done"),
+    ]);
     let mut rpc = crate::suite::rpc::Rpc::start(
         env.rpc_cmd()
             .env("TMPDIR", around.tmp.display().to_string())
-            .args(["--approval-mode", "money_only"]),
+            .args(["--sandbox", "read-only"]),
     )
     .await;
+    let state = rpc.ok(json!({"type": "get_state"})).await;
+    assert_eq!(state["sandbox"]["mode"], "read-only");
     rpc.send(json!({"type": "prompt", "message": "go"})).await;
+    // A write runs without asking (outside mode), the sandbox stops it,
+    // and keel asks whether it may write that file.
     let ask = rpc.approval_request().await;
     assert_eq!(ask["toolCallId"], "c1#sandbox", "{ask}");
+    let card = ask.to_string();
+    assert!(
+        card.contains(&format!("writing {}", ws.join("a.txt").display())),
+        "{card}"
+    );
     let id = ask["id"].as_str().unwrap().to_owned();
     rpc.decide(&id, "approve", json!({})).await;
     let end = rpc.tool_end("c1").await;
     assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(read(&ws.join("a.txt")), "x\n");
+    // The grant was for that call: the next write is stopped and asked again.
+    let ask = rpc.approval_request().await;
+    assert_eq!(ask["toolCallId"], "c2#sandbox", "{ask}");
+    let id = ask["id"].as_str().unwrap().to_owned();
+    rpc.decide(&id, "decline", json!({"note": "no"})).await;
+    let end = rpc.tool_end("c2").await;
+    assert_eq!(end["isError"], true);
+    assert!(
+        result_text(&end).contains("Blocked by the sandbox (read-only"),
+        "{end}"
+    );
     rpc.event("agent_end").await;
-    assert_eq!(received(&l), "hi");
+    assert!(!ws.join("b.txt").exists());
 
     // The RPC `bash` command runs behind the same walls.
     let out = around.outside.display().to_string();
@@ -117,5 +139,8 @@ async fn a_stopped_call_approved_again_runs_with_the_missing_permission() {
         .await;
     assert_eq!(r["success"], true, "{r}");
     assert!(around.outside_entries().is_empty());
-    assert_eq!(read(&ws_path(&env).join("g")), "in\n");
+    assert!(
+        !ws.join("g").exists(),
+        "read-only let the bash command write"
+    );
 }
