@@ -185,6 +185,42 @@ fn create_granted_files(spec: &SandboxSpec) {
     }
 }
 
+/// What `keel sandbox check` prints: one line per capability.
+pub fn report() -> Vec<(String, bool)> {
+    let s = probe();
+    vec![
+        (
+            match s.landlock_abi {
+                Some(v) => format!("Landlock ABI {v} (needs {MIN_LANDLOCK_ABI} or later)"),
+                None => "Landlock: not available".to_owned(),
+            },
+            s.landlock_abi.is_some_and(|v| v >= MIN_LANDLOCK_ABI),
+        ),
+        (
+            format!(
+                "seccomp filters: {}",
+                if s.seccomp {
+                    "available"
+                } else {
+                    "not available"
+                }
+            ),
+            s.seccomp,
+        ),
+        (
+            format!(
+                "mount namespaces (read-only .git/.keel inside writable roots): {}",
+                if s.mount_namespace {
+                    "available"
+                } else {
+                    "not available"
+                }
+            ),
+            s.mount_namespace,
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,40 +271,4 @@ mod tests {
             .to_string();
         assert!(err.contains(".git") && err.contains("read-only"), "{err}");
     }
-}
-
-/// What `keel sandbox check` prints: one line per capability.
-pub fn report() -> Vec<(String, bool)> {
-    let s = probe();
-    vec![
-        (
-            match s.landlock_abi {
-                Some(v) => format!("Landlock ABI {v} (needs {MIN_LANDLOCK_ABI} or later)"),
-                None => "Landlock: not available".to_owned(),
-            },
-            s.landlock_abi.is_some_and(|v| v >= MIN_LANDLOCK_ABI),
-        ),
-        (
-            format!(
-                "seccomp filters: {}",
-                if s.seccomp {
-                    "available"
-                } else {
-                    "not available"
-                }
-            ),
-            s.seccomp,
-        ),
-        (
-            format!(
-                "mount namespaces (read-only .git/.keel inside writable roots): {}",
-                if s.mount_namespace {
-                    "available"
-                } else {
-                    "not available"
-                }
-            ),
-            s.mount_namespace,
-        ),
-    ]
 }
