@@ -130,6 +130,20 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
     for line in crate::config::expiry_lines(&settings.file.approvals) {
         print_line(&line);
     }
+    match settings.file.sandbox.settings(None) {
+        Ok(s) => print_line(&format!(
+            "sandbox = {{ mode = {:?}, network_access = {}, writable_roots = {:?}, allow_unconfined = {} }}",
+            s.policy.mode.as_str(),
+            s.policy.network_access,
+            s.policy
+                .writable_roots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>(),
+            s.allow_unconfined
+        )),
+        Err(e) => print_line(&format!("# [sandbox]: {e}")),
+    }
     let r = match settings.resolve(args) {
         Ok(r) => r,
         Err(e) => {
