@@ -42,6 +42,10 @@ async fn workspace_write_lets_the_workspace_be_written_and_nothing_else() {
         ),
         ("c8", python("open('../outside-of-ws', 'w')")),
         ("c9", connect(port)),
+        (
+            "c10",
+            python("import os; open(os.path.expanduser('~/.profile-x'), 'w')"),
+        ),
     ];
     let mut script: Vec<MockResponse> = calls.iter().map(|(id, c)| bash(id, c)).collect();
     script.push(MockResponse::text("done"));
@@ -49,6 +53,7 @@ async fn workspace_write_lets_the_workspace_be_written_and_nothing_else() {
     let run = env
         .exec()
         .env("TMPDIR", around.tmp.display().to_string())
+        .env("HOME", around.home.display().to_string())
         .args(["--approval-mode", "money_only", "go"])
         .run()
         .await
@@ -59,6 +64,10 @@ async fn workspace_write_lets_the_workspace_be_written_and_nothing_else() {
     assert_eq!(around.outside_entries(), Vec::<String>::new());
     assert_eq!(read(&ws.join(".git/config")), "[core]\n");
     assert!(!ws.parent().unwrap().join("outside-of-ws").exists());
+    assert!(
+        !around.home.join(".profile-x").exists(),
+        "$HOME was written"
+    );
     assert!(listener.accept().is_err(), "a connection got through");
     for (id, _) in &calls[1..] {
         let text = result_for(&env, id);

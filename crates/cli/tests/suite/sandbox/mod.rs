@@ -35,19 +35,23 @@ pub struct Around {
     _dir: tempfile::TempDir,
     pub outside: PathBuf,
     pub tmp: PathBuf,
+    /// A `$HOME` for keel and its commands.
+    pub home: PathBuf,
 }
 
 impl Around {
     pub fn new() -> Around {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
-        let (outside, tmp) = (root.join("outside"), root.join("tmp"));
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::create_dir_all(&tmp).unwrap();
+        let (outside, tmp, home) = (root.join("outside"), root.join("tmp"), root.join("home"));
+        for d in [&outside, &tmp, &home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
         Around {
             _dir: dir,
             outside,
             tmp,
+            home,
         }
     }
 
