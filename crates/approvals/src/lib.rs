@@ -63,7 +63,7 @@ pub mod shell;
 mod shell_places;
 pub mod store;
 
-pub use card::{PendingRequest, messages};
+pub use card::{PendingRequest, messages, title as card_title};
 pub use class::{
     Class, Classification, SANDBOX_PERMISSIONS_ARG, Target, ToolOrigin, classify, classify_in,
     classify_judged, sandbox_permissions,

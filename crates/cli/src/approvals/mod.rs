@@ -9,6 +9,7 @@
 //! (about a second). Output goes to stdout (`--json` for machines); nothing
 //! here decides anything the engine does not.
 
+mod serve;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -104,6 +105,9 @@ pub enum ApprovalsCommand {
     },
     /// Why did this tool call run (or not)? The audit lines for a call id.
     Explain { call_id: String },
+    /// Serve the web inbox: held calls as cards, decisions, modes and rules
+    /// (docs/inbox.md).
+    Serve(serve::ServeArgs),
     /// Accept the SQLite approvals database as keel's own after checking it
     /// (when keel refuses it as "not the one keel wrote").
     TrustStore,
@@ -139,6 +143,9 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
     let home = home_dir(global)?;
     if matches!(args.command, ApprovalsCommand::TrustStore) {
         return trust_store(&home);
+    }
+    if let ApprovalsCommand::Serve(serve_args) = args.command {
+        return serve::run(&home, serve_args).await;
     }
     let engine =
         ApprovalEngine::open_home(&home, Arc::new(keel_core::keel_approvals::SystemClock)).await?;
@@ -208,6 +215,7 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
         },
         ApprovalsCommand::Explain { call_id } => explain(&engine, &call_id, json).await?,
         ApprovalsCommand::TrustStore => return trust_store(&home),
+        ApprovalsCommand::Serve(_) => unreachable_serve()?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -392,6 +400,21 @@ async fn send_draft(
     row: &ApprovalRecord,
     json: bool,
 ) -> anyhow::Result<()> {
+    let (text, is_error) = run_draft(engine, home, row).await?;
+    if !json {
+        let how = if is_error { "failed" } else { "ran" };
+        println!("sent {}: `{}` {how}\n{text}", row.id, row.tool);
+    }
+    Ok(())
+}
+
+/// Runs the approved draft `row` of a built-in tool here, once, behind the
+/// configured sandbox: the tool's text and whether it failed.
+pub(crate) async fn run_draft(
+    engine: &ApprovalEngine,
+    home: &Path,
+    row: &ApprovalRecord,
+) -> anyhow::Result<(String, bool)> {
     let tools = builtin_tools();
     if !tools.iter().any(|t| t.name() == row.tool) {
         bail!("`{}` is not a built-in tool", row.tool);
@@ -409,12 +432,7 @@ async fn send_draft(
     let mut ctx = ToolContext::local(cwd, CancellationToken::new());
     ctx.process = std::sync::Arc::new(keel_tools::LocalProcessRunner::confined(walls));
     ctx.sandbox = Some(keel_tools::SandboxSpec::new(sandbox.policy, cwd));
-    let (text, is_error) = keel_core::send_draft(engine, &row.id, &tools, ctx).await?;
-    if !json {
-        let how = if is_error { "failed" } else { "ran" };
-        println!("sent {}: `{}` {how}\n{text}", row.id, row.tool);
-    }
-    Ok(())
+    Ok(keel_core::send_draft(engine, &row.id, &tools, ctx).await?)
 }
 
 #[allow(clippy::print_stdout)]
@@ -454,4 +472,9 @@ async fn explain(engine: &ApprovalEngine, call_id: &str, json: bool) -> anyhow::
         println!("{} — {}", parts.join(" · "), e.detail);
     }
     Ok(())
+}
+
+/// `serve` is answered before the engine is opened here.
+fn unreachable_serve() -> anyhow::Result<()> {
+    bail!("`keel approvals serve` is started before any other subcommand")
 }

@@ -1,0 +1,4 @@
+//! Inbox tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod suite;
