@@ -127,6 +127,9 @@ impl Runtime {
             .gate
             .set_frontend(frontend(Arc::downgrade(&runtime)));
         runtime
+            .gate
+            .set_notifier(keel_core::notify::Notifier::for_home(&runtime.config.home));
+        runtime
     }
 
     /// The approvals engine on the configured store (`$KEEL_HOME/keel.db`

@@ -56,6 +56,7 @@ pub mod clock;
 mod engine;
 mod error;
 pub mod mode;
+mod notify_settings;
 pub mod places;
 pub mod rules;
 pub mod settings;
@@ -75,6 +76,9 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use mode::Mode;
+pub use notify_settings::{
+    DEFAULT_NOTIFY_RETRIES, DEFAULT_NOTIFY_TIMEOUT, NotifyFormat, NotifySettings,
+};
 pub use places::Places;
 pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
 pub use settings::{format_expiry, parse_expiry};

@@ -423,6 +423,7 @@ impl Settings {
         file.approvals
             .check()
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
+        keel_core::keel_approvals::NotifySettings::for_home(&home)?;
         keel_tools::child_env::configure(file.shell_environment_policy.policy());
         Ok(Settings {
             retry: file.retry.policy(),

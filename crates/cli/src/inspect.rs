@@ -130,6 +130,25 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
     for line in crate::config::expiry_lines(&settings.file.approvals) {
         print_line(&line);
     }
+    if let Some(url) = settings
+        .file
+        .approvals
+        .notify
+        .as_ref()
+        .and_then(|t| t.get("webhook"))
+        .and_then(|v| v.as_str())
+    {
+        // The path of a webhook URL is often its secret: only the host shows.
+        let host = url
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or("?");
+        print_line(&format!(
+            "approvals.notify = {:?}  # the rest of the URL is not shown",
+            host
+        ));
+    }
     match settings.file.sandbox.settings(None) {
         Ok(s) => print_line(&format!(
             "sandbox = {{ mode = {:?}, network_access = {}, writable_roots = {:?}, allow_unconfined = {} }}",

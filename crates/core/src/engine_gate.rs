@@ -130,7 +130,13 @@ pub struct EngineGate {
     /// ([`workspace_key`] of its cwd).
     workspace: Option<String>,
     frontend: RwLock<Arc<dyn ApprovalFrontend>>,
+    /// Nudges a person when a call is held (`[approvals.notify]`).
+    notifier: RwLock<Option<Arc<crate::notify::Notifier>>>,
 }
+
+/// A held request is nudged about when it was stored this recently (a
+/// request held again after a restart is not nudged again).
+const NUDGE_WINDOW_MS: i64 = 10_000;
 
 /// Opens an engine, or says why it cannot.
 type Opener = std::pin::Pin<
@@ -153,6 +159,29 @@ impl EngineGate {
             opener: std::sync::Mutex::new(None),
             workspace,
             frontend: RwLock::new(Arc::new(LogFrontend)),
+            notifier: RwLock::new(None),
+        }
+    }
+
+    /// Nudges `notifier`'s webhook whenever a call is newly held.
+    pub fn set_notifier(&self, notifier: Option<Arc<crate::notify::Notifier>>) {
+        *self.notifier.write().unwrap_or_else(|e| e.into_inner()) = notifier;
+    }
+
+    fn nudge(&self, request: &PendingRequest) {
+        let notifier = self
+            .notifier
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        if let Some(n) = notifier
+            && request.created_at >= now - NUDGE_WINDOW_MS
+        {
+            n.held(request);
         }
     }
 
@@ -186,7 +215,11 @@ impl EngineGate {
     pub async fn open(home: &Path, workspace: impl Into<String>) -> Self {
         let opened = ApprovalEngine::open_home(home, Arc::new(keel_approvals::SystemClock)).await;
         match opened {
-            Ok(engine) => Self::new(engine, workspace),
+            Ok(engine) => {
+                let gate = Self::new(engine, workspace);
+                gate.set_notifier(crate::notify::Notifier::for_home(home));
+                gate
+            }
             Err(e) => {
                 let reason = e.to_string();
                 tracing::error!("{reason}; every tool call will be denied");
@@ -279,10 +312,14 @@ impl EngineGate {
             GateOutcome::Allow {
                 request_id: None, ..
             } => GateDecision::Allow,
-            GateOutcome::Held { request } => GateDecision::Held {
-                approval_id: request.id,
-            },
+            GateOutcome::Held { request } => {
+                self.nudge(&request);
+                GateDecision::Held {
+                    approval_id: request.id,
+                }
+            }
             GateOutcome::Drafted { request, message } => {
+                self.nudge(&request);
                 frontend.requested(&request).await;
                 GateDecision::deny(message)
             }

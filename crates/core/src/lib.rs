@@ -32,6 +32,7 @@ mod engine_gate;
 mod error;
 mod history;
 mod models;
+pub mod notify;
 pub mod prompt;
 mod queue;
 mod resume;

@@ -40,6 +40,10 @@ pub struct ApprovalsSection {
     /// `expire_after` for that class.
     #[serde(default)]
     pub expire_after_by_class: BTreeMap<String, String>,
+    /// `[approvals.notify]`: a webhook nudged when a call is held (read
+    /// and checked by `keel_approvals::NotifySettings`).
+    #[serde(default)]
+    pub notify: Option<toml::Table>,
 }
 
 impl ApprovalsSection {
