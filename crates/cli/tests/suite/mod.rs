@@ -9,6 +9,7 @@ mod config;
 mod exec;
 mod exec_abort;
 mod html_export;
+mod inbox;
 mod providers;
 mod rpc;
 mod sandbox;
