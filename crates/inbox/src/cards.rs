@@ -88,7 +88,7 @@ pub fn card(
                 Some('@') => "hunk",
                 _ => "ctx",
             };
-            let _ = writeln!(out, "<span class=\"{class}\">{}</span>", esc(line));
+            let _ = write!(out, "<span class=\"{class}\">{}</span>", esc(line));
         }
         out.push_str("</pre>");
     }
