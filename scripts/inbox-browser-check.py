@@ -9,7 +9,8 @@ starts it decides what happens between commands (holding calls in a running
 keel, checking what the model read). Commands:
 
   login TOKEN              open /login, type the token, submit
-  wait-cards N             wait (no reload) until N cards show; their ids, the title
+  mark                     mark the page (a reload would clear the mark)
+  wait-cards N             wait until N cards show; their ids, the title, the mark
   probe                    facts of the page: injected script ran?, overflow, buttons
   phone | desktop          390x844 mobile viewport, or 1000x900
   screenshot PATH          a PNG of the page
@@ -103,9 +104,12 @@ def run(page, line):
         return {
             "ids": page.js("Array.from(document.querySelectorAll('#cards .card')).map(c => c.dataset.id)"),
             "title": page.js("document.title"),
-            "loads": page.js("performance.getEntriesByType('navigation').length"),
-            "navigations": page.js("window.__keelNavigations = (window.__keelNavigations || 0)"),
+            # Set by `mark`: still there means the page was not reloaded.
+            "marked": page.js("window.__keelMark === 1"),
         }
+    if cmd == "mark":
+        page.js("window.__keelMark = 1")
+        return {}
     if cmd == "probe":
         return page.js("""({
             pwned: typeof window.pwned !== 'undefined',

@@ -120,6 +120,7 @@ async fn a_person_decides_held_calls_from_the_inbox_in_a_browser() {
     let login = b.cmd(&format!("login {token}")).await;
     assert_eq!(login["url"], "/", "{login}");
     b.cmd("wait-cards 0").await;
+    b.cmd("mark").await;
 
     env.mock.push_all([
         bash(
@@ -149,6 +150,7 @@ async fn a_person_decides_held_calls_from_the_inbox_in_a_browser() {
         seen["title"].as_str().unwrap().starts_with("(1) "),
         "{seen}"
     );
+    assert_eq!(seen["marked"], true, "the page was reloaded: {seen}");
     let facts = b.cmd("probe").await;
     assert_eq!(facts["pwned"], false, "an argument ran as markup");
     assert!(
@@ -378,4 +380,48 @@ async fn a_held_call_nudges_the_webhook_once_without_secrets() {
             .is_err(),
         "a second nudge for the same call"
     );
+}
+
+#[tokio::test]
+async fn drafts_are_sent_or_discarded_from_the_inbox() {
+    let env = Env::new().await;
+    let (_inbox, base, token) = serve(&env).await;
+    let Some(mut b) = Browser::start(&base).await else {
+        return;
+    };
+    b.cmd(&format!("login {token}")).await;
+    // An unattended run parks its held calls as drafts and goes on.
+    env.mock.push_all([
+        bash("c1", "echo sent > sent.txt"),
+        bash("c2", "echo gone > discarded.txt"),
+        MockResponse::text("parked both"),
+    ]);
+    let run = env
+        .exec()
+        .args(["--approval-mode", "everything", "write two files"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    let seen = b.cmd("wait-cards 2").await;
+    let facts = b.cmd("probe").await;
+    for card in facts["cards"].as_array().unwrap() {
+        assert_eq!(card["actions"], json!(["send", "discard"]), "{facts}");
+    }
+    let ids: Vec<String> = seen["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    // Newest first: c2's draft, then c1's.
+    b.cmd(&format!("act {} send", ids[1])).await;
+    b.cmd(&format!("act {} discard", ids[0])).await;
+    b.cmd("wait-cards 0").await;
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("sent.txt")).unwrap(),
+        "sent\n"
+    );
+    assert!(!env.ws().join("discarded.txt").exists());
+    b.quit().await;
 }
