@@ -69,10 +69,12 @@ use crate::GlobalArgs;
 
 mod approvals;
 mod compaction;
+mod mask;
 mod sandbox;
 mod shell_env;
 pub use approvals::{ApprovalsSection, expiry_lines, store_line};
 pub use compaction::CompactionSection;
+pub use mask::{mask, mask_header};
 pub use sandbox::{SandboxSection, SandboxSettings};
 
 /// Flags that pick the model and provider.
@@ -774,32 +776,6 @@ impl ProviderConf {
 /// Loads the settings and resolves `args` ([`Settings::resolve`]).
 pub fn resolve(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<Resolved> {
     Settings::load(global)?.resolve(args)
-}
-
-/// `sk-abc…wxyz` → `sk-a…wxyz (N chars)`; short keys are fully hidden.
-pub fn mask(secret: &str) -> String {
-    let n = secret.chars().count();
-    if n < 12 {
-        return format!("*** ({n} chars)");
-    }
-    let head: String = secret.chars().take(4).collect();
-    let tail: String = secret.chars().skip(n - 4).collect();
-    format!("{head}…{tail} ({n} chars)")
-}
-
-/// A header value as `config show` prints it: masked when the name looks
-/// like a credential.
-pub fn mask_header(name: &str, value: &str) -> String {
-    let lower = name.to_ascii_lowercase();
-    if lower.contains("auth")
-        || lower.contains("key")
-        || lower.contains("token")
-        || lower.contains("secret")
-    {
-        mask(value)
-    } else {
-        value.to_owned()
-    }
 }
 
 #[cfg(test)]
