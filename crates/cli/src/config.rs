@@ -131,6 +131,10 @@ pub struct ConfigFile {
     /// `[sandbox]`: what commands may touch.
     #[serde(default)]
     pub sandbox: SandboxSection,
+    /// `[mcp_servers.NAME]`: MCP servers whose tools sessions get (Codex's
+    /// keys; docs/mcp.md).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, keel_mcp::McpServerConfig>,
     /// `[shell_environment_policy]`: what commands' environments hold.
     #[serde(default)]
     pub shell_environment_policy: shell_env::ShellEnvSection,

@@ -112,6 +112,8 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     if !interactive && !args.wait_approvals {
         drafts::install(&gate);
     }
+    let settings_file = crate::config::Settings::load(global)?.file;
+    let mcp = crate::setup::start_mcp(&settings_file.mcp_servers, &cwd).await;
     let mut session = spawn_session(SessionSpec {
         cwd: &cwd,
         home: &resolved.home,
@@ -125,6 +127,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         compaction: resolved.compaction,
         gate,
         sandbox,
+        extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
     });
     // A turn cut off by a crash or kill goes on first; the prompt follows
     // once it has ended well.
@@ -145,6 +148,10 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         outcome = drive(&mut session, args.json).await?;
     }
     session.shutdown().await;
+    // The session is over: its MCP servers (and their process groups) end.
+    if let Some(mcp) = &mcp {
+        mcp.stop().await;
+    }
     if let Some(w) = &writer {
         w.close().await.context("cannot save the session")?;
     }

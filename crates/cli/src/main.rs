@@ -8,6 +8,7 @@ mod config;
 mod exec;
 mod inspect;
 mod logging;
+mod mcp_cmd;
 mod model_source;
 mod models;
 mod render;
@@ -75,6 +76,11 @@ enum Command {
     },
     /// Decide held tool calls; modes and always-allow rules (docs/approvals.md).
     Approvals(approvals::ApprovalsArgs),
+    /// The configured MCP servers and their tools (docs/mcp.md).
+    Mcp {
+        #[command(subcommand)]
+        command: mcp_cmd::McpCommand,
+    },
     /// What the kernel can enforce for the sandbox (docs/sandbox.md).
     Sandbox {
         #[command(subcommand)]
@@ -140,6 +146,7 @@ fn main() -> ExitCode {
             (None, Some(Command::Models { command })) => inspect::models(&cli.global, command),
             (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
             (None, Some(Command::Sandbox { command })) => sandbox_cmd::run(&cli.global, command),
+            (None, Some(Command::Mcp { command })) => mcp_cmd::run(&cli.global, command).await,
             (None, None) => {
                 let _ = Cli::command().print_help();
                 Err(anyhow::anyhow!(

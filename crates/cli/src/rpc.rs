@@ -118,6 +118,7 @@ pub async fn run(
     let thinking = scope.scoped.first().map(|m| m.thinking).unwrap_or_default();
     let state_dir = home.join("rpc");
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
+    let mcp = crate::setup::start_mcp(&settings.file.mcp_servers, &cwd).await;
     let factory = Arc::new(CliFactory {
         gate: gate.clone(),
         store: SessionStore::for_home(&home),
@@ -125,6 +126,7 @@ pub async fn run(
         cwd,
         no_session: args.no_session,
         sandbox: settings.file.sandbox.settings(args.sandbox.as_deref())?,
+        mcp,
         models: CliModels::new(scope, settings.retry, settings.compaction),
     });
     let defaults = RpcOptions::default();
@@ -206,6 +208,8 @@ struct CliFactory {
     models: CliModels,
     /// The sandbox of every session's commands.
     sandbox: crate::config::SandboxSettings,
+    /// The MCP servers whose tools every session gets.
+    mcp: Option<Arc<keel_mcp::McpServers>>,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
 }
@@ -276,6 +280,18 @@ impl SessionFactory for CliFactory {
         &self.models
     }
 
+    fn mcp_servers(&self) -> Vec<serde_json::Value> {
+        self.mcp
+            .as_ref()
+            .map(|m| {
+                m.status()
+                    .into_iter()
+                    .filter_map(|s| serde_json::to_value(s).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     async fn open(
         &self,
         target: OpenTarget,
@@ -304,6 +320,7 @@ impl SessionFactory for CliFactory {
             compaction: self.models.compaction(),
             gate: self.gate.clone(),
             sandbox: self.sandbox.clone(),
+            extra_tools: crate::setup::mcp_tools(self.mcp.as_ref()),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {

@@ -70,6 +70,8 @@ pub struct SessionSpec<'a> {
     pub gate: Arc<dyn ApprovalGate>,
     /// The sandbox policy of its commands (`[sandbox]`, `--sandbox`).
     pub sandbox: crate::config::SandboxSettings,
+    /// Tools beside the built-ins (the MCP servers' tools).
+    pub extra_tools: Vec<Arc<dyn keel_tools::Tool>>,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -95,21 +97,53 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .writer
         .map(|w| w.id().to_owned())
         .unwrap_or_else(|| format!("ephemeral-{}", uuid_like()));
-    SessionBuilder::new(
+    let mut builder = SessionBuilder::new(
         id,
         spec.cwd,
         spec.home,
         spec.model,
         spec.provider,
         spec.gate,
-    )
-    .writer(spec.writer)
-    .thinking(spec.thinking)
-    .history(spec.history, spec.tree)
-    .retry(spec.retry)
-    .compaction(spec.compaction)
-    .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
-    .spawn()
+    );
+    for tool in spec.extra_tools {
+        builder = builder.tool(tool);
+    }
+    builder
+        .writer(spec.writer)
+        .thinking(spec.thinking)
+        .history(spec.history, spec.tree)
+        .retry(spec.retry)
+        .compaction(spec.compaction)
+        .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
+        .spawn()
+}
+
+/// Starts the MCP servers `config.toml` configures for sessions in `cwd`
+/// (in parallel, each bounded by its startup timeout); `None` when there
+/// are none.
+pub async fn start_mcp(
+    servers: &std::collections::BTreeMap<String, keel_mcp::McpServerConfig>,
+    cwd: &Path,
+) -> Option<Arc<keel_mcp::McpServers>> {
+    if servers.is_empty() {
+        return None;
+    }
+    let env = keel_tools::EnvPolicy::configured()
+        .child_env_now(&[], cwd)
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    Some(keel_mcp::McpServers::start(servers, env).await)
+}
+
+/// The tools of `servers`.
+pub fn mcp_tools(servers: Option<&Arc<keel_mcp::McpServers>>) -> Vec<Arc<dyn keel_tools::Tool>> {
+    servers.map(keel_mcp::McpTool::all).unwrap_or_default()
 }
 
 /// A short process-unique suffix for in-memory session ids.

@@ -164,6 +164,7 @@ mod tests {
             args: json!({ "command": command }),
             cwd: std::env::temp_dir(),
             write_target: None,
+            hints: None,
         }
     }
 

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::{Error, Result};
 
 /// A tool call about to run, as the approval gate sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ToolCallInfo {
     pub session_id: String,
     pub call_id: String,
@@ -25,6 +25,8 @@ pub struct ToolCallInfo {
     /// The physical file the call writes (`Tool::write_target`), resolved
     /// once: the gate judges it and the tool writes exactly there.
     pub write_target: Option<PathBuf>,
+    /// What the tool says about itself (an MCP tool's annotations).
+    pub hints: Option<keel_tools::ToolHints>,
 }
 
 /// What the gate decided about a call.

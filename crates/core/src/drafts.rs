@@ -46,6 +46,7 @@ pub async fn send_draft(
                         args: row.args.clone(),
                         cwd: ctx.cwd.clone(),
                         write_target: write_target.clone(),
+                        hints: None,
                     };
                     let places = keel_approvals::Places::new(&ctx.cwd)
                         .protecting(&engine.config().protected);

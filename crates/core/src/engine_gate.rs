@@ -283,9 +283,19 @@ impl EngineGate {
             call_id: call.call_id.clone(),
             tool_name: call.tool_name.clone(),
             args: call.args.clone(),
-            origin: match frontend.host_class(&call.tool_name) {
-                Some(class) => ToolOrigin::Host { class },
-                None => ToolOrigin::Builtin,
+            origin: match (frontend.host_class(&call.tool_name), &call.hints) {
+                (Some(class), _) => ToolOrigin::Host { class },
+                (None, Some(h)) => ToolOrigin::Host {
+                    class: Some(
+                        h.class
+                            .as_deref()
+                            .and_then(|c| c.parse().ok())
+                            .unwrap_or_else(|| {
+                                Class::from_mcp_hints(h.read_only, h.destructive, h.open_world)
+                            }),
+                    ),
+                },
+                (None, None) => ToolOrigin::Builtin,
             },
             unattended: frontend.unattended(),
             write_target: call.write_target.clone(),

@@ -142,6 +142,7 @@ mod tests {
             args,
             cwd: cwd.to_path_buf(),
             write_target: None,
+            hints: None,
         }
     }
 

@@ -173,7 +173,8 @@ fn call_info(ctx: &RunCtx, id: &str, name: &str, args: &Value) -> ToolCallInfo {
         )
     };
     // Resolved once, here: the gate judges this file and the tool writes it.
-    let write_target = tool.and_then(|t| t.write_target(&cwd, args));
+    let write_target = tool.as_ref().and_then(|t| t.write_target(&cwd, args));
+    let hints = tool.as_ref().and_then(|t| t.hints());
     ToolCallInfo {
         session_id,
         call_id: id.to_owned(),
@@ -181,6 +182,7 @@ fn call_info(ctx: &RunCtx, id: &str, name: &str, args: &Value) -> ToolCallInfo {
         args: args.clone(),
         cwd,
         write_target,
+        hints,
     }
 }
 

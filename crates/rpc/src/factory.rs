@@ -65,6 +65,12 @@ pub trait SessionFactory: Send + Sync {
     /// the ones `cycle_model` goes through ([`ModelSource::cycle_models`]).
     fn models(&self) -> &dyn ModelSource;
 
+    /// The MCP servers sessions get tools from, as `get_state.mcpServers`
+    /// lists them (`{name, state, tools, error?}`); none by default.
+    fn mcp_servers(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+
     /// Opens a session that will use `model` (`None`: no model configured;
     /// the session must still open, and its runs fail) at `thinking`.
     async fn open(

@@ -36,6 +36,23 @@ pub use child_env::{EnvPolicy, Scrubber};
 pub use error::{Error, Result};
 pub use path::{display_relative, normalize_path, physical_path, resolve_path};
 
+/// What a tool from elsewhere (an MCP server) says about itself. Data only:
+/// what it means for approvals is the gate's business.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    /// `readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world: Option<bool>,
+    /// A class the configuration sets (`read`, `write`, `send`, `money`),
+    /// over the annotations.
+    pub class: Option<String>,
+    /// The server it comes from (shown on the approval card).
+    pub server: Option<String>,
+}
+
 /// Receives partial results while a tool runs (for example streamed shell output).
 pub type UpdateSink = Arc<dyn Fn(ToolResult) + Send + Sync>;
 
@@ -171,6 +188,13 @@ pub trait Tool: Send + Sync {
         let _ = (cwd, args);
         None
     }
+    /// What the tool says about itself (an MCP tool's annotations, or a
+    /// configured class), for the approval gate; `None` for keel's own
+    /// tools, which the gate classes by name.
+    fn hints(&self) -> Option<ToolHints> {
+        None
+    }
+
     /// Runs the tool. Bad arguments and failures the model should see are
     /// returned as `Ok` with `is_error: true` or as `Err`, which the caller
     /// turns into an error result with the error's message.

@@ -39,6 +39,10 @@ struct State {
     /// keel's addition: the sandbox policy the session's commands run
     /// under (`null`: no sandbox).
     sandbox: Option<keel_protocol::SandboxPolicy>,
+    /// keel's addition: the MCP servers and their tools (absent when none
+    /// is configured).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    mcp_servers: Vec<Value>,
     context_usage: Option<keel_core::ContextUsage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_prompt: Option<Vec<String>>,
@@ -68,6 +72,7 @@ impl Server {
             pending_message_count: snap.queued_message_count,
             todo_phases: snap.todos.clone(),
             sandbox: snap.sandbox.clone(),
+            mcp_servers: self.factory.mcp_servers(),
             context_usage: self.model.as_ref().map(|_| self.handle().context_usage()),
             system_prompt: wants(&[Include::SystemPrompt])
                 .then(|| vec![self.handle().system_prompt()]),

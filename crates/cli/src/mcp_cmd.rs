@@ -1,0 +1,88 @@
+//! `keel mcp list`: the configured MCP servers, started as a session would
+//! start them, with their state and tools.
+//!
+//! Owns printing each server (started, failed with its reason, disabled)
+//! and its tools with the name the model sees and the class the approval
+//! gate gives them. The servers are stopped before it returns. It must not
+//! know how servers are reached.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use keel_core::keel_approvals::Class;
+use keel_tools::Tool;
+
+use crate::GlobalArgs;
+use crate::config::Settings;
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start the configured servers and list their state and tools.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[allow(clippy::print_stdout)]
+pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<ExitCode> {
+    let McpCommand::List { json } = command;
+    let settings = Settings::load(global)?;
+    let cwd = std::env::current_dir()?;
+    let Some(servers) = crate::setup::start_mcp(&settings.file.mcp_servers, &cwd).await else {
+        if json {
+            println!("[]");
+        } else {
+            println!("no MCP servers configured ([mcp_servers.NAME] in config.toml; docs/mcp.md)");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let tools = keel_mcp::McpTool::all(&servers);
+    let class_of = |t: &dyn Tool| -> Class {
+        let h = t.hints().unwrap_or_default();
+        h.class
+            .as_deref()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| Class::from_mcp_hints(h.read_only, h.destructive, h.open_world))
+    };
+    let status = servers.status();
+    if json {
+        let out: Vec<serde_json::Value> = status
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::to_value(s).unwrap_or_default();
+                v["toolNames"] = tools
+                    .iter()
+                    .filter(|t| t.hints().and_then(|h| h.server).as_deref() == Some(&s.name))
+                    .map(|t| serde_json::json!({"name": t.name(), "class": class_of(t.as_ref()).as_str()}))
+                    .collect();
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for s in &status {
+            let state = serde_json::to_value(&s.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            println!(
+                "{}  {state}{}",
+                s.name,
+                s.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+            for t in tools
+                .iter()
+                .filter(|t| t.hints().and_then(|h| h.server).as_deref() == Some(&s.name))
+            {
+                println!("    {}  [{}]", t.name(), class_of(t.as_ref()));
+            }
+        }
+    }
+    servers.stop().await;
+    Ok(ExitCode::SUCCESS)
+}

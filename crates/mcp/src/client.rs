@@ -1,0 +1,285 @@
+//! One connection to one MCP server, on the official SDK (`rmcp`).
+//!
+//! Owns starting a server (a stdio child in its own process group, with
+//! keel's environment policy; or a streamable HTTP endpoint with a bearer
+//! token read from the environment and extra headers), the client side of
+//! the handshake (elicitation is declined and logged: keel cannot hold a
+//! server's question durably yet; a changed tool list is noted), listing
+//! tools, calling one with a timeout, and stopping the server (its whole
+//! process group is killed). Results are read as MCP's wire JSON, so the
+//! rest of the crate does not follow the SDK's types. It must not know how
+//! tools are offered or approved.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Map, Value};
+
+use crate::config::{McpServerConfig, Transport};
+use crate::error::{Error, Result};
+
+/// What keel's side of the connection does with the server's requests.
+#[derive(Debug, Clone)]
+pub struct KeelClient {
+    server: String,
+    /// Set when the server says its tool list changed.
+    pub tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for KeelClient {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> std::result::Result<ElicitResult, ErrorData> {
+        let _ = (request, context);
+        tracing::warn!(
+            server = %self.server,
+            "the MCP server asked a question (elicitation); declined: keel cannot hold it durably"
+        );
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let _ = context;
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A tool as the server lists it (MCP's wire shape).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    /// `annotations` (`readOnlyHint`, `destructiveHint`, `openWorldHint`, …).
+    pub annotations: Value,
+}
+
+/// What a call returned (MCP's wire shape).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// `content`: text, image, audio, resource blocks.
+    pub content: Vec<Value>,
+    pub structured: Option<Value>,
+    pub is_error: bool,
+}
+
+/// A live connection.
+pub struct Connection {
+    /// `None` once stopped.
+    service: Option<RunningService<RoleClient, KeelClient>>,
+    /// The process group of a stdio server (killed when the connection ends).
+    group: Option<i32>,
+    pub tools_changed: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Starts server `name` and completes the handshake. `env` is the
+    /// child's base environment (keel's, secrets dropped).
+    pub async fn start(
+        name: &str,
+        config: &McpServerConfig,
+        env: Vec<(String, String)>,
+    ) -> Result<Self> {
+        let handler = KeelClient {
+            server: name.to_owned(),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        };
+        let tools_changed = handler.tools_changed.clone();
+        match config.transport().map_err(Error::Config)? {
+            Transport::Stdio {
+                command,
+                args,
+                env: extra,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(&command);
+                cmd.args(&args)
+                    .env_clear()
+                    .envs(env)
+                    .envs(extra)
+                    .process_group(0)
+                    .kill_on_drop(true);
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Error::Start(format!("cannot start `{command}`: {e}")))?;
+                // What the server prints goes to keel's log, not the terminal.
+                if let Some(stderr) = stderr {
+                    let server = name.to_owned();
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncBufReadExt;
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tracing::debug!(server = %server, "{line}");
+                        }
+                    });
+                }
+                let group = transport.id().and_then(|p| i32::try_from(p).ok());
+                let service = handler.serve(transport).await.map_err(|e| {
+                    kill_group(group);
+                    Error::Start(format!(
+                        "`{command}` did not complete the MCP handshake: {e}"
+                    ))
+                })?;
+                Ok(Self {
+                    service: Some(service),
+                    group,
+                    tools_changed,
+                })
+            }
+            Transport::Http {
+                url,
+                bearer_token_env_var,
+                headers,
+                env_headers,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                if let Some(var) = bearer_token_env_var {
+                    let token = std::env::var(&var).map_err(|_| {
+                        Error::Config(format!("bearer_token_env_var: {var} is not set"))
+                    })?;
+                    cfg = cfg.auth_header(token);
+                }
+                let mut map = std::collections::HashMap::new();
+                let pairs = headers
+                    .into_iter()
+                    .map(Ok)
+                    .chain(env_headers.into_iter().map(|(k, var)| {
+                        std::env::var(&var).map(|v| (k.clone(), v)).map_err(|_| {
+                            Error::Config(format!("env_http_headers.{k}: {var} is not set"))
+                        })
+                    }));
+                for pair in pairs {
+                    let (k, v) = pair?;
+                    let name = http::HeaderName::try_from(k.as_str())
+                        .map_err(|e| Error::Config(format!("http_headers.{k}: {e}")))?;
+                    let value = http::HeaderValue::try_from(v.as_str()).map_err(|_| {
+                        Error::Config(format!("http_headers.{k}: not a header value"))
+                    })?;
+                    map.insert(name, value);
+                }
+                cfg = cfg.custom_headers(map);
+                let transport = StreamableHttpClientTransport::from_config(cfg);
+                let service = handler.serve(transport).await.map_err(|e| {
+                    Error::Start(format!("{url} did not complete the MCP handshake: {}", e))
+                })?;
+                Ok(Self {
+                    service: Some(service),
+                    group: None,
+                    tools_changed,
+                })
+            }
+        }
+    }
+
+    /// The server's tools.
+    fn service(&self) -> Result<&RunningService<RoleClient, KeelClient>> {
+        self.service
+            .as_ref()
+            .ok_or_else(|| Error::Call("the connection was stopped".to_owned()))
+    }
+
+    pub async fn tools(&self) -> Result<Vec<ServerTool>> {
+        let tools = self
+            .service()?
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| Error::Call(format!("tools/list failed: {e}")))?;
+        Ok(tools
+            .into_iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .filter_map(|v| {
+                Some(ServerTool {
+                    name: v.get("name")?.as_str()?.to_owned(),
+                    description: v
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    input_schema: v.get("inputSchema").cloned().unwrap_or(Value::Null),
+                    annotations: v.get("annotations").cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect())
+    }
+
+    /// Calls tool `name` with `args`, bounded by `timeout`.
+    pub async fn call(&self, name: &str, args: Value, timeout: Duration) -> Result<CallOutcome> {
+        let arguments: Option<Map<String, Value>> = match args {
+            Value::Object(m) => Some(m),
+            Value::Null => None,
+            other => {
+                return Err(Error::Call(format!(
+                    "arguments must be an object, not {other}"
+                )));
+            }
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        let result = tokio::time::timeout(timeout, self.service()?.peer().call_tool(params))
+            .await
+            .map_err(|_| Error::Timeout(timeout))?
+            .map_err(|e| Error::Call(e.to_string()))?;
+        let v = serde_json::to_value(&result).map_err(|e| Error::Call(e.to_string()))?;
+        Ok(CallOutcome {
+            content: v
+                .get("content")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            structured: v.get("structuredContent").cloned(),
+            is_error: v.get("isError").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+
+    /// Whether the connection has ended (the server died or hung up).
+    pub fn is_closed(&self) -> bool {
+        self.service
+            .as_ref()
+            .is_none_or(|s| s.is_transport_closed())
+    }
+
+    /// Stops the server: the connection ends and a stdio server's process
+    /// group is killed.
+    pub async fn stop(mut self) {
+        if let Some(service) = self.service.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
+        }
+        kill_group(self.group.take());
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        kill_group(self.group);
+    }
+}
+
+fn kill_group(group: Option<i32>) {
+    if let Some(pgid) = group {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! `[mcp_servers.NAME]`: one MCP server, with Codex's own keys, so a
+//! `~/.codex/config.toml` table can be copied as it is.
+//!
+//! ```toml
+//! [mcp_servers.files]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]
+//! env = { LOG_LEVEL = "warn" }
+//! startup_timeout_sec = 10     # default 10
+//! tool_timeout_sec = 60        # default 60
+//! disabled_tools = ["write_file"]
+//!
+//! [mcp_servers.tracker]
+//! url = "https://mcp.example.org/mcp"
+//! bearer_token_env_var = "TRACKER_TOKEN"
+//! http_headers = { "X-Team" = "infra" }
+//! tool_classes = { close_issue = "money" }   # keel's addition: overrides annotations
+//! ```
+//!
+//! Owns the shape (`deny_unknown_fields`, so a typo is an error naming the
+//! key) and the rules that make a server usable (a command or a URL, not
+//! both). It must not start anything.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default time a server has to start and list its tools.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time one tool call may take.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `[mcp_servers.NAME]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// A stdio server: the program.
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Extra environment of a stdio server (on top of keel's, secrets dropped).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// A streamable HTTP server: its URL.
+    pub url: Option<String>,
+    /// The environment variable holding the bearer token of an HTTP server.
+    pub bearer_token_env_var: Option<String>,
+    #[serde(default)]
+    pub http_headers: BTreeMap<String, String>,
+    /// Headers whose values come from environment variables.
+    #[serde(default)]
+    pub env_http_headers: BTreeMap<String, String>,
+    pub startup_timeout_sec: Option<f64>,
+    pub startup_timeout_ms: Option<u64>,
+    pub tool_timeout_sec: Option<f64>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Only these tools (all when absent).
+    pub enabled_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    /// keel's addition: tool name → class (`read`, `write`, `send`,
+    /// `money`), over what the server's annotations say.
+    #[serde(default)]
+    pub tool_classes: BTreeMap<String, String>,
+    /// keel's addition: the class of every tool of this server that
+    /// `tool_classes` does not name (annotations ignored).
+    pub default_class: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        bearer_token_env_var: Option<String>,
+        headers: BTreeMap<String, String>,
+        env_headers: BTreeMap<String, String>,
+    },
+}
+
+impl McpServerConfig {
+    /// How to reach it, or what is wrong with the table.
+    pub fn transport(&self) -> Result<Transport, String> {
+        match (&self.command, &self.url) {
+            (Some(command), None) => Ok(Transport::Stdio {
+                command: command.clone(),
+                args: self.args.clone(),
+                env: self.env.clone(),
+                cwd: self.cwd.clone(),
+            }),
+            (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+                Ok(Transport::Http {
+                    url: url.clone(),
+                    bearer_token_env_var: self.bearer_token_env_var.clone(),
+                    headers: self.http_headers.clone(),
+                    env_headers: self.env_http_headers.clone(),
+                })
+            }
+            (None, Some(url)) => Err(format!("url {url:?} must start with http:// or https://")),
+            (Some(_), Some(_)) => Err("has both `command` and `url`; give one".to_owned()),
+            (None, None) => Err("needs `command` (a stdio server) or `url` (HTTP)".to_owned()),
+        }
+    }
+
+    pub fn startup_timeout(&self) -> Duration {
+        match (self.startup_timeout_sec, self.startup_timeout_ms) {
+            (Some(s), _) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+            (_, Some(ms)) if ms > 0 => Duration::from_millis(ms),
+            _ => DEFAULT_STARTUP_TIMEOUT,
+        }
+    }
+
+    pub fn tool_timeout(&self) -> Duration {
+        match self.tool_timeout_sec {
+            Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+            _ => DEFAULT_TOOL_TIMEOUT,
+        }
+    }
+
+    /// Whether the server's tool `name` is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        self.enabled_tools
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|t| t == name))
+            && !self.disabled_tools.iter().any(|t| t == name)
+    }
+
+    /// The configured class of tool `name`, if any.
+    pub fn class_of(&self, name: &str) -> Option<&str> {
+        self.tool_classes
+            .get(name)
+            .or(self.default_class.as_ref())
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_codex_table_reads_as_it_is() {
+        let t: McpServerConfig = toml::from_str(
+            "command = \"npx\"\nargs = [\"-y\", \"srv\"]\nenv = { A = \"1\" }\n\
+             startup_timeout_sec = 2.5\ntool_timeout_sec = 30\ndisabled_tools = [\"rm\"]\n",
+        )
+        .unwrap();
+        assert!(matches!(t.transport().unwrap(), Transport::Stdio { .. }));
+        assert_eq!(t.startup_timeout(), Duration::from_millis(2500));
+        assert!(t.offers("ls") && !t.offers("rm"));
+        let e = toml::from_str::<McpServerConfig>("comand = \"x\"").unwrap_err();
+        assert!(e.to_string().contains("comand"), "{e}");
+        let both: McpServerConfig = toml::from_str("command = \"x\"\nurl = \"http://h\"").unwrap();
+        assert!(both.transport().is_err());
+        let http: McpServerConfig =
+            toml::from_str("url = \"https://h/mcp\"\ntool_classes = { close = \"money\" }")
+                .unwrap();
+        assert_eq!(http.class_of("close"), Some("money"));
+        assert_eq!(http.class_of("list"), None);
+    }
+}

@@ -1,0 +1,24 @@
+//! keel's MCP client.
+//!
+//! This crate owns connecting to Model Context Protocol servers configured
+//! with Codex's keys (`[mcp_servers.NAME]`: stdio commands or streamable
+//! HTTP URLs), on the official Rust SDK (`rmcp`); their lifecycle (started
+//! in parallel, each bounded by its startup timeout; a dead server reported
+//! and started again on the next call, with backoff; stopped with its
+//! process group when the session ends); and their tools as keel tools
+//! named `mcp__<server>__<tool>`, with the server's JSON Schema and the
+//! annotations the approval gate classes them by. It must not know
+//! approvals (the class comes from the annotations through the tool's
+//! hints) or any wire format of keel's own.
+
+mod client;
+pub mod config;
+mod error;
+mod servers;
+mod tool;
+
+pub use client::{CallOutcome, Connection, ServerTool};
+pub use config::{McpServerConfig, Transport};
+pub use error::{Error, Result};
+pub use servers::{McpServers, ServerState, ServerStatus};
+pub use tool::{McpTool, tool_name};

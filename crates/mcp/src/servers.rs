@@ -1,0 +1,250 @@
+//! The MCP servers of one session: started together, watched, restarted,
+//! stopped.
+//!
+//! Owns [`McpServers`]: every enabled server starts in parallel, each
+//! bounded by its own startup timeout (a server that hangs delays nothing
+//! beyond that); its state and tools are kept for listing (`keel mcp
+//! list`, RPC `get_state`, app-server `mcpServerStatus/list`); a call to a
+//! server that died starts it again first, with a backoff between failed
+//! starts (1 s, doubling, at most a minute); [`McpServers::stop`] ends every
+//! connection and kills every stdio server's process group. It must not
+//! know how tools are offered to the model.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::client::{CallOutcome, Connection, ServerTool};
+use crate::config::McpServerConfig;
+use crate::error::{Error, Result};
+
+/// First wait after a failed start (doubled each time).
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// Longest wait between starts.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Where a server stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    Starting,
+    Ready,
+    Failed,
+    Disabled,
+    Stopped,
+}
+
+/// A server as it is listed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub name: String,
+    pub state: ServerState,
+    /// The tools offered (configured filters applied), by their MCP names.
+    pub tools: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+struct Server {
+    name: String,
+    config: McpServerConfig,
+    conn: tokio::sync::Mutex<Option<Connection>>,
+    status: Mutex<(ServerState, Vec<ServerTool>, Option<String>)>,
+    /// Failed starts in a row and when the next may be tried.
+    backoff: Mutex<(u32, Option<Instant>)>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The servers of one session.
+pub struct McpServers {
+    servers: Vec<Arc<Server>>,
+    env: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for McpServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServers")
+            .field(
+                "servers",
+                &self.servers.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl McpServers {
+    /// Starts every enabled server of `configs` in parallel and waits until
+    /// each is ready, failed or past its startup timeout. `env` is the
+    /// environment stdio servers start from (keel's, secrets dropped).
+    pub async fn start(
+        configs: &BTreeMap<String, McpServerConfig>,
+        env: Vec<(String, String)>,
+    ) -> Arc<Self> {
+        let servers: Vec<Arc<Server>> = configs
+            .iter()
+            .map(|(name, config)| {
+                Arc::new(Server {
+                    name: name.clone(),
+                    config: config.clone(),
+                    conn: tokio::sync::Mutex::new(None),
+                    status: Mutex::new((
+                        if config.enabled {
+                            ServerState::Starting
+                        } else {
+                            ServerState::Disabled
+                        },
+                        Vec::new(),
+                        None,
+                    )),
+                    backoff: Mutex::new((0, None)),
+                })
+            })
+            .collect();
+        let this = Arc::new(Self { servers, env });
+        let starts = this
+            .servers
+            .iter()
+            .filter(|s| s.config.enabled)
+            .map(|s| this.connect(s));
+        futures::future::join_all(starts).await;
+        this
+    }
+
+    /// Starts `server` (bounded by its startup timeout) and records the outcome.
+    async fn connect(&self, server: &Arc<Server>) -> Result<()> {
+        let mut slot = server.conn.lock().await;
+        if let Some(old) = slot.take() {
+            old.stop().await;
+        }
+        let timeout = server.config.startup_timeout();
+        let started = tokio::time::timeout(timeout, async {
+            let conn = Connection::start(&server.name, &server.config, self.env.clone()).await?;
+            let tools = conn.tools().await?;
+            Ok::<_, Error>((conn, tools))
+        })
+        .await
+        .map_err(|_| Error::Start(format!("did not start within {}s", timeout.as_secs_f64())))
+        .and_then(|r| r);
+        match started {
+            Ok((conn, tools)) => {
+                let tools: Vec<ServerTool> = tools
+                    .into_iter()
+                    .filter(|t| server.config.offers(&t.name))
+                    .collect();
+                *lock(&server.status) = (ServerState::Ready, tools, None);
+                *lock(&server.backoff) = (0, None);
+                *slot = Some(conn);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(server = %server.name, error = %e, "MCP server failed to start");
+                let mut b = lock(&server.backoff);
+                let wait = FIRST_BACKOFF
+                    .saturating_mul(2u32.saturating_pow(b.0))
+                    .min(MAX_BACKOFF);
+                *b = (b.0.saturating_add(1), Some(Instant::now() + wait));
+                let mut st = lock(&server.status);
+                st.0 = ServerState::Failed;
+                st.2 = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Every server, its state and tools.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let st = lock(&s.status);
+                ServerStatus {
+                    name: s.name.clone(),
+                    state: st.0.clone(),
+                    tools: st.1.iter().map(|t| t.name.clone()).collect(),
+                    error: st.2.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The tools of the ready servers: `(server, tool, the server's config)`.
+    pub fn tool_list(&self) -> Vec<(String, ServerTool, McpServerConfig)> {
+        self.servers
+            .iter()
+            .flat_map(|s| {
+                let tools = lock(&s.status).1.clone();
+                tools
+                    .into_iter()
+                    .map(|t| (s.name.clone(), t, s.config.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Calls `tool` of `server`, starting the server again first when it
+    /// died (unless its backoff has not passed).
+    pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallOutcome> {
+        let Some(s) = self.servers.iter().find(|s| s.name == server) else {
+            return Err(Error::Call(format!("no MCP server named {server}")));
+        };
+        let dead = {
+            let conn = s.conn.lock().await;
+            conn.as_ref().is_none_or(Connection::is_closed)
+        };
+        if dead {
+            {
+                let mut st = lock(&s.status);
+                if st.0 == ServerState::Ready {
+                    st.0 = ServerState::Failed;
+                    st.2 = Some("the server stopped".to_owned());
+                }
+            }
+            if let Some(at) = lock(&s.backoff).1
+                && Instant::now() < at
+            {
+                return Err(Error::Call(format!(
+                    "MCP server {server} is down ({}); it is started again in {}s",
+                    lock(&s.status).2.clone().unwrap_or_default(),
+                    at.saturating_duration_since(Instant::now()).as_secs() + 1
+                )));
+            }
+            tracing::info!(server, "starting the MCP server again");
+            self.connect(s).await.map_err(|e| {
+                Error::Call(format!(
+                    "MCP server {server} is down and did not start again: {e}"
+                ))
+            })?;
+        }
+        let conn = s.conn.lock().await;
+        let Some(c) = conn.as_ref() else {
+            return Err(Error::Call(format!("MCP server {server} is not connected")));
+        };
+        let outcome = c.call(tool, args, s.config.tool_timeout()).await;
+        if outcome.is_err() && c.is_closed() {
+            let mut st = lock(&s.status);
+            st.0 = ServerState::Failed;
+            st.2 = Some("the server stopped during a call".to_owned());
+        }
+        outcome
+    }
+
+    /// Stops every server (their process groups are killed).
+    pub async fn stop(&self) {
+        for s in &self.servers {
+            if let Some(conn) = s.conn.lock().await.take() {
+                conn.stop().await;
+            }
+            let mut st = lock(&s.status);
+            if st.0 != ServerState::Disabled {
+                st.0 = ServerState::Stopped;
+            }
+        }
+    }
+}

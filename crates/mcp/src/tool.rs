@@ -1,0 +1,238 @@
+//! An MCP server's tool as a keel tool.
+//!
+//! Owns [`McpTool`]: the name the model sees (`mcp__<server>__<tool>`,
+//! cut to what providers accept), the server's JSON Schema made acceptable
+//! to every provider dialect (an object schema; `$schema` dropped), the
+//! hints the approval gate classes it by (annotations, or the configured
+//! class), and the result mapped to keel's content (text, images; other
+//! blocks as text; `isError` kept). It must not know approvals.
+
+use std::sync::Arc;
+
+use keel_protocol::{ContentBlock, ToolResult};
+use keel_tools::{Tool, ToolContext, ToolHints, ToolOutput};
+use serde_json::{Value, json};
+
+use crate::client::{CallOutcome, ServerTool};
+use crate::config::McpServerConfig;
+use crate::servers::McpServers;
+
+/// Longest tool name providers accept.
+pub const MAX_NAME: usize = 64;
+
+/// `mcp__<server>__<tool>`, with characters providers refuse replaced and
+/// cut to [`MAX_NAME`].
+pub fn tool_name(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let full = format!("mcp__{}__{}", clean(server), clean(tool));
+    if full.len() <= MAX_NAME {
+        return full;
+    }
+    let hash = full.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
+    format!("{}_{:08x}", &full[..MAX_NAME - 9], hash as u32)
+}
+
+/// One tool of one server.
+#[derive(Debug)]
+pub struct McpTool {
+    servers: Arc<McpServers>,
+    server: String,
+    tool: ServerTool,
+    name: String,
+    description: String,
+    hints: ToolHints,
+}
+
+impl McpTool {
+    pub fn new(
+        servers: Arc<McpServers>,
+        server: &str,
+        tool: ServerTool,
+        config: &McpServerConfig,
+    ) -> Self {
+        let a = &tool.annotations;
+        let flag = |k: &str| a.get(k).and_then(Value::as_bool);
+        let hints = ToolHints {
+            read_only: flag("readOnlyHint"),
+            destructive: flag("destructiveHint"),
+            open_world: flag("openWorldHint"),
+            class: config.class_of(&tool.name).map(str::to_owned),
+            server: Some(server.to_owned()),
+        };
+        let description = if tool.description.is_empty() {
+            format!("{} (from the MCP server {server})", tool.name)
+        } else {
+            format!("{} (from the MCP server {server})", tool.description)
+        };
+        Self {
+            name: tool_name(server, &tool.name),
+            servers,
+            server: server.to_owned(),
+            tool,
+            description,
+            hints,
+        }
+    }
+
+    /// Every tool of the ready servers of `servers`.
+    pub fn all(servers: &Arc<McpServers>) -> Vec<Arc<dyn Tool>> {
+        servers
+            .tool_list()
+            .into_iter()
+            .map(|(server, tool, config)| {
+                Arc::new(McpTool::new(servers.clone(), &server, tool, &config)) as Arc<dyn Tool>
+            })
+            .collect()
+    }
+}
+
+/// The server's schema as every dialect accepts it: an object schema with
+/// properties, without `$schema`.
+pub fn normalize_schema(schema: &Value) -> Value {
+    let mut s = match schema {
+        Value::Object(m) => Value::Object(m.clone()),
+        _ => json!({}),
+    };
+    if let Some(m) = s.as_object_mut() {
+        m.remove("$schema");
+        m.insert("type".into(), json!("object"));
+        m.entry("properties").or_insert_with(|| json!({}));
+    }
+    s
+}
+
+/// keel's content for what the server returned.
+pub fn to_output(outcome: CallOutcome) -> ToolOutput {
+    let mut content = Vec::new();
+    for block in &outcome.content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => content.push(ContentBlock::text(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            )),
+            Some("image") => match (
+                block.get("data").and_then(Value::as_str),
+                block.get("mimeType").and_then(Value::as_str),
+            ) {
+                (Some(data), Some(mime)) => content.push(ContentBlock::Image {
+                    data: data.to_owned(),
+                    mime_type: mime.to_owned(),
+                }),
+                _ => content.push(ContentBlock::text(
+                    "[an image the server sent without data]",
+                )),
+            },
+            Some("resource") => {
+                let r = block.get("resource").cloned().unwrap_or(Value::Null);
+                let text = r
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "[resource {}]",
+                            r.get("uri").and_then(Value::as_str).unwrap_or("?")
+                        )
+                    });
+                content.push(ContentBlock::text(text));
+            }
+            Some("resource_link") => content.push(ContentBlock::text(format!(
+                "[resource link {}]",
+                block.get("uri").and_then(Value::as_str).unwrap_or("?")
+            ))),
+            Some(other) => content.push(ContentBlock::text(format!("[{other} content]"))),
+            None => {}
+        }
+    }
+    if content.is_empty()
+        && let Some(s) = &outcome.structured
+    {
+        content.push(ContentBlock::text(s.to_string()));
+    }
+    ToolOutput {
+        result: ToolResult {
+            content,
+            details: outcome
+                .structured
+                .map(|s| json!({ "structuredContent": s })),
+        },
+        is_error: outcome.is_error,
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        normalize_schema(&self.tool.input_schema)
+    }
+
+    fn hints(&self) -> Option<ToolHints> {
+        Some(self.hints.clone())
+    }
+
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
+        let call = self.servers.call(&self.server, &self.tool.name, args);
+        tokio::select! {
+            r = call => match r {
+                Ok(outcome) => Ok(to_output(outcome)),
+                Err(e) => Err(keel_tools::Error::Failed(format!(
+                    "MCP server {}: {e}", self.server
+                ))),
+            },
+            _ = ctx.cancel.cancelled() => Err(keel_tools::Error::Aborted),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_what_providers_accept() {
+        assert_eq!(tool_name("files", "read_file"), "mcp__files__read_file");
+        assert_eq!(tool_name("my server", "a.b"), "mcp__my_server__a_b");
+        let long = tool_name("s", &"x".repeat(100));
+        assert_eq!(long.len(), MAX_NAME);
+        assert_ne!(long, tool_name("s", &"x".repeat(99)));
+    }
+
+    #[test]
+    fn schemas_and_results_map() {
+        let s = normalize_schema(&json!({"$schema": "http://json-schema.org/draft-07/schema#"}));
+        assert_eq!(s, json!({"type": "object", "properties": {}}));
+        let out = to_output(CallOutcome {
+            content: vec![
+                json!({"type": "text", "text": "hi"}),
+                json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}),
+            ],
+            structured: None,
+            is_error: true,
+        });
+        assert!(out.is_error);
+        assert_eq!(out.result.content.len(), 2);
+        assert_eq!(out.result.content[0], ContentBlock::text("hi"));
+    }
+}
