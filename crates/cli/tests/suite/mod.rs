@@ -10,6 +10,7 @@ mod exec;
 mod exec_abort;
 mod html_export;
 mod inbox;
+mod mcp;
 mod providers;
 mod rpc;
 mod sandbox;
