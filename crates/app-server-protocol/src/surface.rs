@@ -92,6 +92,7 @@ requests! {
     "skills/list" => CwdsParams, SkillsListResponse;
     "permissionProfile/list" => PermissionProfileListParams, PermissionProfileListResponse;
     "hooks/list" => CwdsParams, HooksListResponse;
+    "mcpServerStatus/list" => ListMcpServerStatusParams, ListMcpServerStatusResponse;
 }
 
 /// The methods of [`REQUESTS`].

@@ -128,6 +128,7 @@ async fn route(
         "skills/list" => misc::skills_list(ctx, parse(params)?),
         "permissionProfile/list" => misc::permission_profiles(parse(params)?),
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
+        "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?),
         other => Err(RpcError::not_implemented(other)),
     }
 }
@@ -173,6 +174,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "skills/list",
     "permissionProfile/list",
     "hooks/list",
+    "mcpServerStatus/list",
 ];
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use base64::Engine;
 use keel_app_server_protocol::v2::{
-    CommandAction, FileUpdateChange, ItemStatus, PatchChangeKind, ThreadItem, ToolCallStatus,
-    UserInput,
+    CommandAction, FileUpdateChange, ItemStatus, McpToolCallError, McpToolCallResult,
+    PatchChangeKind, ThreadItem, ToolCallStatus, UserInput,
 };
 use keel_protocol::{ContentBlock, ToolResult};
 use serde_json::{Value, json};
@@ -158,6 +158,21 @@ pub fn started_item(call_id: &str, tool: &str, args: &Value, cwd: &Path) -> Thre
             changes: preview_change(tool, args, cwd).into_iter().collect(),
             status: ItemStatus::InProgress,
         },
+        t if t.starts_with("mcp__") => {
+            let mut parts = t.splitn(3, "__").skip(1);
+            let server = parts.next().unwrap_or_default().to_owned();
+            let name = parts.next().unwrap_or_default().to_owned();
+            ThreadItem::McpToolCall {
+                id: call_id.to_owned(),
+                server,
+                tool: name,
+                arguments: args.clone(),
+                status: ToolCallStatus::InProgress,
+                result: None,
+                error: None,
+                duration_ms: None,
+            }
+        }
         _ => ThreadItem::DynamicToolCall {
             id: call_id.to_owned(),
             namespace: None,
@@ -278,8 +293,51 @@ pub fn completed_item(
             success: Some(!failed),
             duration_ms: Some(duration_ms),
         },
+        ThreadItem::McpToolCall {
+            id,
+            server,
+            tool,
+            arguments,
+            ..
+        } => {
+            let text = result.map(result_text).unwrap_or_default();
+            ThreadItem::McpToolCall {
+                id,
+                server,
+                tool,
+                arguments,
+                status: if failed {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                },
+                result: (!failed).then(|| McpToolCallResult {
+                    content: result.map(mcp_content).unwrap_or_default(),
+                    structured_content: result
+                        .and_then(|r| r.details.as_ref())
+                        .and_then(|d| d.get("structuredContent").cloned()),
+                }),
+                error: failed.then_some(McpToolCallError { message: text }),
+                duration_ms: Some(duration_ms),
+            }
+        }
         other => other,
     }
+}
+
+/// A tool result as MCP `content` blocks.
+fn mcp_content(result: &ToolResult) -> Vec<Value> {
+    result
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(serde_json::json!({"type": "text", "text": text})),
+            ContentBlock::Image { data, mime_type } => {
+                Some(serde_json::json!({"type": "image", "data": data, "mimeType": mime_type}))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// A tool result as `contentItems` (`inputText` / `inputImage`).

@@ -85,6 +85,8 @@ pub struct Runtime {
     pub shutdown: CancellationToken,
     /// The walls of `command/exec` (threads get theirs from the builder).
     pub sandbox: Arc<keel_sandbox::Sandbox>,
+    /// The MCP servers whose tools every thread gets (set once at start).
+    pub mcp: std::sync::OnceLock<Arc<keel_mcp::McpServers>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,6 +124,7 @@ impl Runtime {
             next_connection: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
             sandbox,
+            mcp: std::sync::OnceLock::new(),
         });
         runtime
             .gate

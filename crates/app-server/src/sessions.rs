@@ -164,6 +164,13 @@ fn spawn_thread(
     .retry(runtime.models.retry_policy())
     .compaction(runtime.models.compaction())
     .tool(Arc::new(crate::plan::PlanTool))
+    .tools(
+        runtime
+            .mcp
+            .get()
+            .map(keel_mcp::McpTool::all)
+            .unwrap_or_default(),
+    )
     .sandbox(policy.clone(), runtime.config.allow_unconfined)
     .spawn();
     session.restore_name(name.clone());

@@ -189,11 +189,16 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {
         tracing::warn!("the --ws-* flags only apply to ws:// and unix:// listeners; ignored");
     }
+    let mcp = crate::setup::start_mcp(&settings.file.mcp_servers, &config.default_cwd).await;
     let runtime = Runtime::new(
         config,
         Arc::new(models),
         keel_app_server::approvals::frontend,
     );
+    if let Some(mcp) = mcp {
+        let _ = runtime.mcp.set(mcp);
+    }
+    let servers = runtime.mcp.get().cloned();
     match listen {
         Listen::Stdio => {
             keel_app_server::serve_stdio(runtime, tokio::io::stdin(), tokio::io::stdout()).await?;
@@ -219,6 +224,10 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
             };
             served.context("the listener task failed")??;
         }
+    }
+    // The MCP servers (and their process groups) end with the server.
+    if let Some(servers) = servers {
+        servers.stop().await;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -122,6 +122,12 @@ impl SessionBuilder {
         self
     }
 
+    /// Adds tools beside the built-ins.
+    pub fn tools(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
     /// Instructions from the host, after the project's own.
     pub fn developer_instructions(mut self, text: Option<&str>) -> Self {
         self.developer_instructions = text.map(str::to_owned);

@@ -24,6 +24,21 @@ pub enum ToolCallStatus {
     Failed,
 }
 
+/// What an MCP tool returned (MCP's `content` blocks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallResult {
+    pub content: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+}
+
+/// Why an MCP tool call failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpToolCallError {
+    pub message: String,
+}
+
 /// What a shell command does, as far as it is understood.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -115,6 +130,17 @@ pub enum ThreadItem {
         success: Option<bool>,
         duration_ms: Option<i64>,
     },
+    /// A call of an MCP server's tool (`mcp__<server>__<tool>` in keel).
+    McpToolCall {
+        id: String,
+        server: String,
+        tool: String,
+        arguments: Value,
+        status: ToolCallStatus,
+        result: Option<McpToolCallResult>,
+        error: Option<McpToolCallError>,
+        duration_ms: Option<i64>,
+    },
     Plan {
         id: String,
         text: String,
@@ -134,6 +160,7 @@ impl ThreadItem {
             | ThreadItem::CommandExecution { id, .. }
             | ThreadItem::FileChange { id, .. }
             | ThreadItem::DynamicToolCall { id, .. }
+            | ThreadItem::McpToolCall { id, .. }
             | ThreadItem::Plan { id, .. }
             | ThreadItem::ContextCompaction { id } => id,
         }

@@ -157,3 +157,46 @@ pub struct HooksListEntry {
 pub struct HooksListResponse {
     pub data: Vec<HooksListEntry>,
 }
+
+/// `mcpServerStatus/list` params.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMcpServerStatusParams {
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Only this server.
+    #[serde(default)]
+    pub server_name: Option<String>,
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// `full` or `toolsAndAuthOnly`.
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// One MCP server as `mcpServerStatus/list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatus {
+    pub name: String,
+    /// `unsupported` (stdio) or `bearerToken` (HTTP with a token).
+    pub auth_status: String,
+    /// Tool name → the tool as the server lists it (`name`, `description`,
+    /// `inputSchema`, `annotations`).
+    pub tools: std::collections::BTreeMap<String, Value>,
+    pub resources: Vec<Value>,
+    pub resource_templates: Vec<Value>,
+    /// `starting`, `connected`, `failed` or `disabled`.
+    pub runtime_status: Option<String>,
+    /// Why the server has no tools (it failed to start).
+    pub tools_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMcpServerStatusResponse {
+    pub data: Vec<McpServerStatus>,
+    pub next_cursor: Option<String>,
+}

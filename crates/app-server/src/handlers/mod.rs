@@ -20,6 +20,7 @@ use crate::runtime::Runtime;
 pub mod command;
 pub mod fs;
 pub mod initialize;
+pub mod mcp;
 pub mod misc;
 pub mod thread;
 pub mod thread_admin;

@@ -379,3 +379,52 @@ async fn a_streamable_http_server_with_a_bearer_token_works_and_the_token_stays_
     assert!(!html.contains(token));
     let _ = server.kill().await;
 }
+
+#[tokio::test]
+async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
+    let Some(everything) = everything() else {
+        return;
+    };
+    let env = Env::new().await;
+    write_config(
+        &env,
+        &format!(
+            "[mcp_servers.ev]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything.display().to_string()
+        ),
+    );
+    env.mock.push_all([
+        call("c1", "mcp__ev__echo", json!({"message": "from a thread"})),
+        MockResponse::text("done"),
+    ]);
+    let mut s = env.initialized(false).await;
+    let list = s.ok("mcpServerStatus/list", json!({})).await;
+    let ev = &list["data"][0];
+    assert_eq!(ev["name"], "ev", "{list}");
+    assert_eq!(ev["runtimeStatus"], "connected");
+    assert_eq!(ev["authStatus"], "unsupported");
+    assert!(ev["tools"]["echo"]["inputSchema"].is_object(), "{list}");
+    let thread = s.start_thread(env.ws(), "never").await;
+    let turn = s.start_turn(&thread, "echo").await;
+    let done = s.finish_turn(&turn, "decline").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let item = s
+        .seen("item/completed")
+        .into_iter()
+        .map(|n| n["params"]["item"].clone())
+        .find(|i| i["type"] == "mcpToolCall")
+        .expect("an mcpToolCall item");
+    assert_eq!(
+        (item["server"].clone(), item["tool"].clone()),
+        (json!("ev"), json!("echo"))
+    );
+    assert_eq!(item["status"], "completed", "{item}");
+    assert!(
+        item["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from a thread"),
+        "{item}"
+    );
+    s.close().await;
+}
