@@ -93,6 +93,7 @@ requests! {
     "permissionProfile/list" => PermissionProfileListParams, PermissionProfileListResponse;
     "hooks/list" => CwdsParams, HooksListResponse;
     "mcpServerStatus/list" => ListMcpServerStatusParams, ListMcpServerStatusResponse;
+    "mcpServer/tool/call" => McpServerToolCallParams, McpServerToolCallResponse;
 }
 
 /// The methods of [`REQUESTS`].

@@ -129,6 +129,7 @@ async fn route(
         "permissionProfile/list" => misc::permission_profiles(parse(params)?),
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
         "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?),
+        "mcpServer/tool/call" => crate::handlers::mcp::tool_call(ctx, parse(params)?).await,
         other => Err(RpcError::not_implemented(other)),
     }
 }
@@ -175,6 +176,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "permissionProfile/list",
     "hooks/list",
     "mcpServerStatus/list",
+    "mcpServer/tool/call",
 ];
 
 #[cfg(test)]

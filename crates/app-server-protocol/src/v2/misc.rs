@@ -200,3 +200,23 @@ pub struct ListMcpServerStatusResponse {
     pub data: Vec<McpServerStatus>,
     pub next_cursor: Option<String>,
 }
+
+/// `mcpServer/tool/call` params: a client calls a server's tool directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerToolCallParams {
+    pub thread_id: String,
+    pub server: String,
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerToolCallResponse {
+    pub content: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    pub is_error: Option<bool>,
+}

@@ -1,5 +1,7 @@
 //! `mcpServerStatus/list`: the MCP servers every thread gets tools from,
-//! their state and their tools.
+//! their state and their tools; `mcpServer/tool/call`: a client calls a
+//! server's tool itself (the client is the one deciding, so no approval is
+//! asked; the thread must be loaded).
 //!
 //! Owns mapping keel's server states onto the wire's (`connected`,
 //! `starting`, `failed`, `disabled`) and the tools onto MCP's own shape.
@@ -10,12 +12,41 @@ use std::collections::BTreeMap;
 
 use keel_app_server_protocol::v2::{
     ListMcpServerStatusParams, ListMcpServerStatusResponse, McpServerStatus,
+    McpServerToolCallParams, McpServerToolCallResponse,
 };
 use keel_mcp::{ServerState, Transport};
 use serde_json::json;
 
 use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
+
+pub async fn tool_call(
+    ctx: &mut RequestCtx,
+    p: McpServerToolCallParams,
+) -> Result<Reply, RpcError> {
+    if ctx.runtime.thread(&p.thread_id).is_none() {
+        return Err(RpcError::thread_not_found(&p.thread_id));
+    }
+    let Some(servers) = ctx.runtime.mcp.get() else {
+        return Err(RpcError::invalid(format!(
+            "no MCP server named {}",
+            p.server
+        )));
+    };
+    let outcome = servers
+        .call(
+            &p.server,
+            &p.tool,
+            p.arguments.unwrap_or(serde_json::Value::Null),
+        )
+        .await
+        .map_err(|e| RpcError::internal(format!("MCP server {}: {e}", p.server)))?;
+    ok(&McpServerToolCallResponse {
+        content: outcome.content,
+        structured_content: outcome.structured,
+        is_error: Some(outcome.is_error),
+    })
+}
 
 pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result<Reply, RpcError> {
     let Some(servers) = ctx.runtime.mcp.get() else {

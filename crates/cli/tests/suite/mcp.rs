@@ -426,5 +426,27 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
             .contains("from a thread"),
         "{item}"
     );
+    // A client may call a server's tool itself.
+    let direct = s
+        .ok(
+            "mcpServer/tool/call",
+            json!({"threadId": thread, "server": "ev", "tool": "get-sum", "arguments": {"a": 20, "b": 22}}),
+        )
+        .await;
+    assert_eq!(direct["isError"], false, "{direct}");
+    assert!(
+        direct["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("42"),
+        "{direct}"
+    );
+    let e = s
+        .err(
+            "mcpServer/tool/call",
+            json!({"threadId": "nope", "server": "ev", "tool": "echo"}),
+        )
+        .await;
+    assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
     s.close().await;
 }
