@@ -223,6 +223,46 @@ impl Connection {
             .collect())
     }
 
+    /// The server's resources (MCP's wire shape: `uri`, `name`,
+    /// `description`, `mimeType`); none when it offers none.
+    pub async fn resources(&self) -> Vec<Value> {
+        let service = match self.service() {
+            Ok(s) => s,
+            Err(_) => return Vec::new(),
+        };
+        let offers = service
+            .peer_info()
+            .and_then(|i| serde_json::to_value(&*i).ok())
+            .is_some_and(|v| !v["capabilities"]["resources"].is_null());
+        if !offers {
+            return Vec::new();
+        }
+        match service.peer().list_all_resources().await {
+            Ok(list) => list
+                .into_iter()
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "resources/list failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Reads resource `uri`: its `contents` (MCP's wire shape).
+    pub async fn read_resource(&self, uri: &str, timeout: Duration) -> Result<Vec<Value>> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+        let result = tokio::time::timeout(timeout, self.service()?.peer().read_resource(params))
+            .await
+            .map_err(|_| Error::Timeout(timeout))?
+            .map_err(|e| Error::Call(e.to_string()))?;
+        let v = serde_json::to_value(&result).map_err(|e| Error::Call(e.to_string()))?;
+        Ok(v.get("contents")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default())
+    }
+
     /// Calls tool `name` with `args`, bounded by `timeout`.
     pub async fn call(&self, name: &str, args: Value, timeout: Duration) -> Result<CallOutcome> {
         let arguments: Option<Map<String, Value>> = match args {

@@ -49,11 +49,14 @@ pub struct ServerStatus {
     pub error: Option<String>,
 }
 
+/// What is known of a server: `(state, tools, error, resources)`.
+type Known = (ServerState, Vec<ServerTool>, Option<String>, Vec<Value>);
+
 struct Server {
     name: String,
     config: McpServerConfig,
     conn: tokio::sync::Mutex<Option<Connection>>,
-    status: Mutex<(ServerState, Vec<ServerTool>, Option<String>)>,
+    status: Mutex<Known>,
     /// Failed starts in a row and when the next may be tried.
     backoff: Mutex<(u32, Option<Instant>)>,
 }
@@ -102,6 +105,7 @@ impl McpServers {
                         },
                         Vec::new(),
                         None,
+                        Vec::new(),
                     )),
                     backoff: Mutex::new((0, None)),
                 })
@@ -127,18 +131,19 @@ impl McpServers {
         let started = tokio::time::timeout(timeout, async {
             let conn = Connection::start(&server.name, &server.config, self.env.clone()).await?;
             let tools = conn.tools().await?;
-            Ok::<_, Error>((conn, tools))
+            let resources = conn.resources().await;
+            Ok::<_, Error>((conn, tools, resources))
         })
         .await
         .map_err(|_| Error::Start(format!("did not start within {}s", timeout.as_secs_f64())))
         .and_then(|r| r);
         match started {
-            Ok((conn, tools)) => {
+            Ok((conn, tools, resources)) => {
                 let tools: Vec<ServerTool> = tools
                     .into_iter()
                     .filter(|t| server.config.offers(&t.name))
                     .collect();
-                *lock(&server.status) = (ServerState::Ready, tools, None);
+                *lock(&server.status) = (ServerState::Ready, tools, None, resources);
                 *lock(&server.backoff) = (0, None);
                 *slot = Some(conn);
                 Ok(())
@@ -188,51 +193,88 @@ impl McpServers {
             .collect()
     }
 
-    /// Calls `tool` of `server`, starting the server again first when it
-    /// died (unless its backoff has not passed).
-    pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallOutcome> {
-        let Some(s) = self.servers.iter().find(|s| s.name == server) else {
-            return Err(Error::Call(format!("no MCP server named {server}")));
+    /// The resources of every ready server: `(server, resources)`.
+    pub fn resources(&self) -> Vec<(String, Vec<Value>)> {
+        self.servers
+            .iter()
+            .map(|s| (s.name.clone(), lock(&s.status).3.clone()))
+            .filter(|(_, r)| !r.is_empty())
+            .collect()
+    }
+
+    /// The server `name`, connected: started again first when it died
+    /// (unless its backoff has not passed).
+    async fn live(&self, name: &str) -> Result<&Arc<Server>> {
+        let Some(s) = self.servers.iter().find(|s| s.name == name) else {
+            return Err(Error::Call(format!("no MCP server named {name}")));
         };
         let dead = {
             let conn = s.conn.lock().await;
             conn.as_ref().is_none_or(Connection::is_closed)
         };
-        if dead {
-            {
-                let mut st = lock(&s.status);
-                if st.0 == ServerState::Ready {
-                    st.0 = ServerState::Failed;
-                    st.2 = Some("the server stopped".to_owned());
-                }
-            }
-            if let Some(at) = lock(&s.backoff).1
-                && Instant::now() < at
-            {
-                return Err(Error::Call(format!(
-                    "MCP server {server} is down ({}); it is started again in {}s",
-                    lock(&s.status).2.clone().unwrap_or_default(),
-                    at.saturating_duration_since(Instant::now()).as_secs() + 1
-                )));
-            }
-            tracing::info!(server, "starting the MCP server again");
-            self.connect(s).await.map_err(|e| {
-                Error::Call(format!(
-                    "MCP server {server} is down and did not start again: {e}"
-                ))
-            })?;
+        if !dead {
+            return Ok(s);
         }
+        {
+            let mut st = lock(&s.status);
+            if st.0 == ServerState::Ready {
+                st.0 = ServerState::Failed;
+                st.2 = Some("the server stopped".to_owned());
+            }
+        }
+        if let Some(at) = lock(&s.backoff).1
+            && Instant::now() < at
+        {
+            return Err(Error::Call(format!(
+                "MCP server {name} is down ({}); it is started again in {}s",
+                lock(&s.status).2.clone().unwrap_or_default(),
+                at.saturating_duration_since(Instant::now()).as_secs() + 1
+            )));
+        }
+        tracing::info!(server = name, "starting the MCP server again");
+        self.connect(s).await.map_err(|e| {
+            Error::Call(format!(
+                "MCP server {name} is down and did not start again: {e}"
+            ))
+        })?;
+        Ok(s)
+    }
+
+    /// Marks `s` failed when its connection closed during a request.
+    fn note_closed(s: &Server, conn: &Connection) {
+        if conn.is_closed() {
+            let mut st = lock(&s.status);
+            st.0 = ServerState::Failed;
+            st.2 = Some("the server stopped during a call".to_owned());
+        }
+    }
+
+    /// Calls `tool` of `server` (started again first when it died).
+    pub async fn call(&self, server: &str, tool: &str, args: Value) -> Result<CallOutcome> {
+        let s = self.live(server).await?;
         let conn = s.conn.lock().await;
         let Some(c) = conn.as_ref() else {
             return Err(Error::Call(format!("MCP server {server} is not connected")));
         };
         let outcome = c.call(tool, args, s.config.tool_timeout()).await;
-        if outcome.is_err() && c.is_closed() {
-            let mut st = lock(&s.status);
-            st.0 = ServerState::Failed;
-            st.2 = Some("the server stopped during a call".to_owned());
+        if outcome.is_err() {
+            Self::note_closed(s, c);
         }
         outcome
+    }
+
+    /// Reads resource `uri` of `server` (started again first when it died).
+    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<Vec<Value>> {
+        let s = self.live(server).await?;
+        let conn = s.conn.lock().await;
+        let Some(c) = conn.as_ref() else {
+            return Err(Error::Call(format!("MCP server {server} is not connected")));
+        };
+        let contents = c.read_resource(uri, s.config.tool_timeout()).await;
+        if contents.is_err() {
+            Self::note_closed(s, c);
+        }
+        contents
     }
 
     /// Stops every server (their process groups are killed).

@@ -86,15 +86,24 @@ impl McpTool {
         }
     }
 
-    /// Every tool of the ready servers of `servers`.
+    /// Every tool of the ready servers of `servers`, and for each server
+    /// that offers resources, its `read_resource` tool.
     pub fn all(servers: &Arc<McpServers>) -> Vec<Arc<dyn Tool>> {
-        servers
+        let mut tools: Vec<Arc<dyn Tool>> = servers
             .tool_list()
             .into_iter()
             .map(|(server, tool, config)| {
                 Arc::new(McpTool::new(servers.clone(), &server, tool, &config)) as Arc<dyn Tool>
             })
-            .collect()
+            .collect();
+        for (server, resources) in servers.resources() {
+            tools.push(Arc::new(ResourceTool::new(
+                servers.clone(),
+                &server,
+                &resources,
+            )));
+        }
+        tools
     }
 }
 
@@ -200,6 +209,119 @@ impl Tool for McpTool {
                 Err(e) => Err(keel_tools::Error::Failed(format!(
                     "MCP server {}: {e}", self.server
                 ))),
+            },
+            _ = ctx.cancel.cancelled() => Err(keel_tools::Error::Aborted),
+        }
+    }
+}
+
+/// Most resources a `read_resource` tool's description names.
+const LISTED_RESOURCES: usize = 20;
+
+/// A server's resources, offered to the model as one read tool.
+#[derive(Debug)]
+pub struct ResourceTool {
+    servers: Arc<McpServers>,
+    server: String,
+    name: String,
+    description: String,
+}
+
+impl ResourceTool {
+    pub fn new(servers: Arc<McpServers>, server: &str, resources: &[Value]) -> Self {
+        let mut description =
+            format!("Read a resource of the MCP server {server} by its URI. Resources it lists:");
+        for r in resources.iter().take(LISTED_RESOURCES) {
+            let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
+            let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+            description.push_str(&format!("\n- {uri} ({name})"));
+        }
+        if resources.len() > LISTED_RESOURCES {
+            description.push_str(&format!(
+                "\n… and {} more",
+                resources.len() - LISTED_RESOURCES
+            ));
+        }
+        Self {
+            name: tool_name(server, "read_resource"),
+            servers,
+            server: server.to_owned(),
+            description,
+        }
+    }
+}
+
+/// keel's content for a resource's `contents`.
+fn resource_output(uri: &str, contents: Vec<Value>) -> ToolOutput {
+    let mut content = Vec::new();
+    for c in &contents {
+        let mime = c
+            .get("mimeType")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if let Some(text) = c.get("text").and_then(Value::as_str) {
+            content.push(ContentBlock::text(text));
+        } else if let Some(blob) = c.get("blob").and_then(Value::as_str)
+            && mime.starts_with("image/")
+        {
+            content.push(ContentBlock::Image {
+                data: blob.to_owned(),
+                mime_type: mime.to_owned(),
+            });
+        } else {
+            content.push(ContentBlock::text(format!(
+                "[binary resource {uri}, {mime}]"
+            )));
+        }
+    }
+    if content.is_empty() {
+        content.push(ContentBlock::text(format!("[resource {uri} is empty]")));
+    }
+    ToolOutput {
+        result: ToolResult {
+            content,
+            details: None,
+        },
+        is_error: false,
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for ResourceTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"uri": {"type": "string", "description": "The resource's URI"}},
+            "required": ["uri"]
+        })
+    }
+
+    fn hints(&self) -> Option<ToolHints> {
+        Some(ToolHints {
+            read_only: Some(true),
+            server: Some(self.server.clone()),
+            ..ToolHints::default()
+        })
+    }
+
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
+        let Some(uri) = args.get("uri").and_then(Value::as_str) else {
+            return Err(keel_tools::Error::InvalidArguments(
+                "read_resource: field `uri` is required".into(),
+            ));
+        };
+        tokio::select! {
+            r = self.servers.read_resource(&self.server, uri) => match r {
+                Ok(contents) => Ok(resource_output(uri, contents)),
+                Err(e) => Err(keel_tools::Error::Failed(format!("MCP server {}: {e}", self.server))),
             },
             _ = ctx.cancel.cancelled() => Err(keel_tools::Error::Aborted),
         }

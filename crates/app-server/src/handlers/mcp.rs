@@ -4,8 +4,8 @@
 //! asked; the thread must be loaded).
 //!
 //! Owns mapping keel's server states onto the wire's (`connected`,
-//! `starting`, `failed`, `disabled`) and the tools onto MCP's own shape.
-//! Resources are not offered yet (empty lists). It must not start or stop
+//! `starting`, `failed`, `disabled`), and the tools and resources onto
+//! MCP's own shape (resource templates: none yet). It must not start or stop
 //! servers.
 
 use std::collections::BTreeMap;
@@ -91,7 +91,12 @@ pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result
                 name: s.name.clone(),
                 auth_status: auth_status.to_owned(),
                 tools: listed,
-                resources: Vec::new(),
+                resources: servers
+                    .resources()
+                    .into_iter()
+                    .find(|(name, _)| *name == s.name)
+                    .map(|(_, r)| r)
+                    .unwrap_or_default(),
                 resource_templates: Vec::new(),
                 runtime_status: Some(
                     match s.state {

@@ -68,6 +68,11 @@ async fn tools_of_published_servers_reach_the_model_and_answer() {
             "mcp__time__get_current_time",
             json!({"timezone": "UTC"}),
         ),
+        call(
+            "c3",
+            "mcp__everything__read_resource",
+            json!({"uri": "demo://resource/static/document/architecture.md"}),
+        ),
         MockResponse::text("done"),
     ]);
     let started = Instant::now();
@@ -95,6 +100,25 @@ async fn tools_of_published_servers_reach_the_model_and_answer() {
         result_for(&env, "c1").contains("hello over MCP"),
         "{}",
         result_for(&env, "c1")
+    );
+    // Resources are one read tool per server, naming what it lists.
+    let read = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__everything__read_resource")
+        .expect("a read_resource tool");
+    assert!(
+        read["function"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("demo://resource/static/document/architecture.md"),
+        "{read}"
+    );
+    assert!(
+        result_for(&env, "c3").contains("Architecture"),
+        "{}",
+        result_for(&env, "c3")
     );
     let t = result_for(&env, "c2");
     assert!(t.contains("\"timezone\"") && t.contains("UTC"), "{t}");
