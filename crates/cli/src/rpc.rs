@@ -126,7 +126,7 @@ pub async fn run(
         cwd,
         no_session: args.no_session,
         sandbox: settings.file.sandbox.settings(args.sandbox.as_deref())?,
-        mcp,
+        mcp: std::sync::RwLock::new(mcp),
         models: CliModels::new(scope, settings.retry, settings.compaction),
     });
     let defaults = RpcOptions::default();
@@ -209,12 +209,17 @@ struct CliFactory {
     /// The sandbox of every session's commands.
     sandbox: crate::config::SandboxSettings,
     /// The MCP servers whose tools every session gets.
-    mcp: Option<Arc<keel_mcp::McpServers>>,
+    mcp: std::sync::RwLock<Option<Arc<keel_mcp::McpServers>>>,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
 }
 
 impl CliFactory {
+    /// The MCP servers sessions get tools from now.
+    fn mcp(&self) -> Option<Arc<keel_mcp::McpServers>> {
+        self.mcp.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     async fn writer(
         &self,
         target: &OpenTarget,
@@ -280,8 +285,37 @@ impl SessionFactory for CliFactory {
         &self.models
     }
 
+    async fn set_mcp_servers(
+        &self,
+        servers: serde_json::Value,
+    ) -> Result<(Vec<Arc<dyn keel_tools::Tool>>, Vec<serde_json::Value>), String> {
+        let configs: std::collections::BTreeMap<String, keel_mcp::McpServerConfig> =
+            serde_json::from_value(servers).map_err(|e| format!("servers: {e}"))?;
+        for (name, c) in &configs {
+            c.transport().map_err(|e| format!("servers.{name}: {e}"))?;
+        }
+        let started = crate::setup::start_mcp(&configs, &self.cwd).await;
+        let old = std::mem::replace(
+            &mut *self.mcp.write().unwrap_or_else(|e| e.into_inner()),
+            started.clone(),
+        );
+        if let Some(old) = old {
+            old.stop().await;
+        }
+        let statuses = started
+            .as_ref()
+            .map(|m| {
+                m.status()
+                    .into_iter()
+                    .filter_map(|s| serde_json::to_value(s).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((crate::setup::mcp_tools(started.as_ref()), statuses))
+    }
+
     fn mcp_servers(&self) -> Vec<serde_json::Value> {
-        self.mcp
+        self.mcp()
             .as_ref()
             .map(|m| {
                 m.status()
@@ -320,7 +354,7 @@ impl SessionFactory for CliFactory {
             compaction: self.models.compaction(),
             gate: self.gate.clone(),
             sandbox: self.sandbox.clone(),
-            extra_tools: crate::setup::mcp_tools(self.mcp.as_ref()),
+            extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
         });
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {

@@ -166,6 +166,12 @@ pub(crate) struct SetModelArgs {
     pub model_id: String,
 }
 
+/// `set_mcp_servers`: `{"servers": {"NAME": {…config.toml's keys…}}}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SetMcpServersArgs {
+    pub servers: serde_json::Value,
+}
+
 #[derive(Debug, Deserialize)]
 pub(crate) struct SetAutoRetryArgs {
     pub enabled: bool,
@@ -311,6 +317,7 @@ pub(crate) enum Command {
     GetState(GetStateArgs),
     SetTodos(SetTodosArgs),
     SetHostTools(SetHostToolsArgs),
+    SetMcpServers(SetMcpServersArgs),
     SetHostUriSchemes(SetHostUriSchemesArgs),
     WorkflowGateResponse(GateResponseArgs),
     SetModel(SetModelArgs),
@@ -543,6 +550,7 @@ fn parse_command(
         Method::GetState => Command::GetState(args(obj)?),
         Method::SetTodos => Command::SetTodos(args(obj)?),
         Method::SetHostTools => Command::SetHostTools(args(obj)?),
+        Method::SetMcpServers => Command::SetMcpServers(args(obj)?),
         Method::SetHostUriSchemes => Command::SetHostUriSchemes(args(obj)?),
         Method::WorkflowGateResponse => {
             if !obj.contains_key("answer") {

@@ -71,6 +71,24 @@ pub trait SessionFactory: Send + Sync {
         Vec::new()
     }
 
+    /// Replaces the MCP servers with `servers` (`{"NAME": {…}}`, the keys
+    /// of `[mcp_servers.NAME]`): the old ones stop, the new ones start.
+    /// Returns the new servers' tools (for the current session and every
+    /// session opened later) and their statuses.
+    async fn set_mcp_servers(
+        &self,
+        servers: serde_json::Value,
+    ) -> Result<
+        (
+            Vec<std::sync::Arc<dyn keel_tools::Tool>>,
+            Vec<serde_json::Value>,
+        ),
+        String,
+    > {
+        let _ = servers;
+        Err("this keel cannot start MCP servers".to_owned())
+    }
+
     /// Opens a session that will use `model` (`None`: no model configured;
     /// the session must still open, and its runs fail) at `thinking`.
     async fn open(

@@ -45,6 +45,7 @@ pub enum Method {
     Compact,
     SetAutoCompaction,
     SetAutoRetry,
+    SetMcpServers,
     AbortRetry,
     Bash,
     AbortBash,
@@ -105,6 +106,7 @@ pub const METHODS: &[MethodInfo] = &[
     row("get_state", Method::GetState, Serial),
     row("set_todos", Method::SetTodos, Serial),
     row("set_host_tools", Method::SetHostTools, Serial),
+    row("set_mcp_servers", Method::SetMcpServers, Serial),
     row("set_host_uri_schemes", Method::SetHostUriSchemes, Serial),
     row(
         "workflow_gate_response",

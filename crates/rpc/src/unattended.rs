@@ -60,7 +60,10 @@ const SCOPES: &[(&str, &[&str])] = &[
         "session",
         &["new_session", "switch_session", "branch", "export_html"],
     ),
-    ("host", &["set_host_tools", "set_host_uri_schemes"]),
+    (
+        "host",
+        &["set_host_tools", "set_host_uri_schemes", "set_mcp_servers"],
+    ),
 ];
 
 /// Actions a tool call may need.

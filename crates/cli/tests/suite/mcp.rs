@@ -474,3 +474,53 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
     assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
     s.close().await;
 }
+
+#[tokio::test]
+async fn an_rpc_host_sets_the_mcp_servers_of_its_sessions() {
+    let Some(everything) = everything() else {
+        return;
+    };
+    let env = Env::new().await;
+    env.mock.push_all([
+        call(
+            "c1",
+            "mcp__host__echo",
+            json!({"message": "set by the host"}),
+        ),
+        MockResponse::text("done"),
+        MockResponse::text("no tools now"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    let bad = rpc
+        .call(json!({"type": "set_mcp_servers", "servers": {"x": {"comand": "typo"}}}))
+        .await;
+    assert_eq!(bad["success"], false, "{bad}");
+    assert!(bad["error"].as_str().unwrap().contains("comand"), "{bad}");
+    let set = rpc
+        .ok(json!({"type": "set_mcp_servers", "servers": {
+            "host": {"command": everything.display().to_string(), "args": ["stdio"]}
+        }}))
+        .await;
+    assert_eq!(set["servers"][0]["state"], "ready", "{set}");
+    rpc.send(json!({"type": "prompt", "message": "echo"})).await;
+    let end = rpc.tool_end("c1").await;
+    assert!(result_text(&end).contains("set by the host"), "{end}");
+    rpc.event("agent_end").await;
+    // Setting none removes the servers and their tools.
+    rpc.ok(json!({"type": "set_mcp_servers", "servers": {}}))
+        .await;
+    let state = rpc.ok(json!({"type": "get_state"})).await;
+    assert!(state.get("mcpServers").is_none(), "{state}");
+    rpc.send(json!({"type": "prompt", "message": "again"}))
+        .await;
+    rpc.event("agent_end").await;
+    let last = env.mock.last_request().unwrap().body;
+    let names: Vec<String> = last["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+    assert!(names.contains(&"bash".to_owned()));
+}

@@ -14,6 +14,7 @@ pub(crate) mod bash;
 mod gates;
 mod host_tools;
 mod host_uris;
+mod mcp;
 mod prompt;
 mod session;
 mod settings;
@@ -49,6 +50,7 @@ impl Server {
             Command::SetHostUriSchemes(args) => self.set_host_uri_schemes(args).into(),
             Command::WorkflowGateResponse(args) => self.workflow_gate_response(args).await.into(),
             Command::SetModel(args) => self.set_model(&args.provider, &args.model_id).await.into(),
+            Command::SetMcpServers(args) => self.set_mcp_servers(args).await.into(),
             Command::SetAutoRetry(args) => {
                 self.handle().set_auto_retry(args.enabled);
                 Answer::Data(None)
