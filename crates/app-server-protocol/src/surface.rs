@@ -94,6 +94,7 @@ requests! {
     "hooks/list" => CwdsParams, HooksListResponse;
     "mcpServerStatus/list" => ListMcpServerStatusParams, ListMcpServerStatusResponse;
     "mcpServer/tool/call" => McpServerToolCallParams, McpServerToolCallResponse;
+    "config/mcpServer/reload" => EmptyResponse, EmptyResponse;
 }
 
 /// The methods of [`REQUESTS`].

@@ -130,6 +130,7 @@ async fn route(
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
         "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?),
         "mcpServer/tool/call" => crate::handlers::mcp::tool_call(ctx, parse(params)?).await,
+        "config/mcpServer/reload" => crate::handlers::mcp::reload(ctx).await,
         other => Err(RpcError::not_implemented(other)),
     }
 }
@@ -177,6 +178,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "hooks/list",
     "mcpServerStatus/list",
     "mcpServer/tool/call",
+    "config/mcpServer/reload",
 ];
 
 #[cfg(test)]

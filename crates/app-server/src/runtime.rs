@@ -85,8 +85,9 @@ pub struct Runtime {
     pub shutdown: CancellationToken,
     /// The walls of `command/exec` (threads get theirs from the builder).
     pub sandbox: Arc<keel_sandbox::Sandbox>,
-    /// The MCP servers whose tools every thread gets (set once at start).
-    pub mcp: std::sync::OnceLock<Arc<keel_mcp::McpServers>>,
+    /// The MCP servers whose tools every thread gets (replaced by
+    /// `config/mcpServer/reload`).
+    mcp: std::sync::RwLock<Option<Arc<keel_mcp::McpServers>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,7 +125,7 @@ impl Runtime {
             next_connection: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
             sandbox,
-            mcp: std::sync::OnceLock::new(),
+            mcp: std::sync::RwLock::new(None),
         });
         runtime
             .gate
@@ -178,6 +179,22 @@ impl Runtime {
                 conn.respond(id, serde_json::json!({})).await;
             }
         }
+    }
+
+    /// The MCP servers threads get tools from now.
+    pub fn mcp(&self) -> Option<Arc<keel_mcp::McpServers>> {
+        self.mcp.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the MCP servers; returns the old ones (to be stopped).
+    pub fn set_mcp(
+        &self,
+        servers: Option<Arc<keel_mcp::McpServers>>,
+    ) -> Option<Arc<keel_mcp::McpServers>> {
+        std::mem::replace(
+            &mut *self.mcp.write().unwrap_or_else(|e| e.into_inner()),
+            servers,
+        )
     }
 
     pub fn thread(&self, id: &str) -> Option<Arc<LoadedThread>> {

@@ -166,8 +166,8 @@ fn spawn_thread(
     .tool(Arc::new(crate::plan::PlanTool))
     .tools(
         runtime
-            .mcp
-            .get()
+            .mcp()
+            .as_ref()
             .map(keel_mcp::McpTool::all)
             .unwrap_or_default(),
     )

@@ -195,10 +195,8 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         Arc::new(models),
         keel_app_server::approvals::frontend,
     );
-    if let Some(mcp) = mcp {
-        let _ = runtime.mcp.set(mcp);
-    }
-    let servers = runtime.mcp.get().cloned();
+    runtime.set_mcp(mcp);
+    let servers = runtime.clone();
     match listen {
         Listen::Stdio => {
             keel_app_server::serve_stdio(runtime, tokio::io::stdin(), tokio::io::stdout()).await?;
@@ -226,7 +224,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         }
     }
     // The MCP servers (and their process groups) end with the server.
-    if let Some(servers) = servers {
+    if let Some(servers) = servers.mcp() {
         servers.stop().await;
     }
     Ok(ExitCode::SUCCESS)

@@ -269,6 +269,22 @@ pub enum ServerNotification {
     CommandExecOutputDelta(CommandExecOutputDeltaNotification),
     #[serde(rename = "fs/changed")]
     FsChanged(FsChangedNotification),
+    #[serde(rename = "mcpServer/startupStatus/updated")]
+    McpServerStartupStatusUpdated(McpServerStatusUpdatedNotification),
+}
+
+/// `mcpServer/startupStatus/updated`: an MCP server is starting, ready or
+/// failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatusUpdatedNotification {
+    pub name: String,
+    /// `starting`, `ready`, `failed` or `cancelled`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
 }
 
 impl ServerNotification {
@@ -302,6 +318,9 @@ impl ServerNotification {
             ServerNotification::ServerRequestResolved(_) => "serverRequest/resolved",
             ServerNotification::CommandExecOutputDelta(_) => "command/exec/outputDelta",
             ServerNotification::FsChanged(_) => "fs/changed",
+            ServerNotification::McpServerStartupStatusUpdated(_) => {
+                "mcpServer/startupStatus/updated"
+            }
         }
     }
 }

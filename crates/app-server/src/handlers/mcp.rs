@@ -11,14 +11,106 @@
 use std::collections::BTreeMap;
 
 use keel_app_server_protocol::v2::{
-    ListMcpServerStatusParams, ListMcpServerStatusResponse, McpServerStatus,
-    McpServerToolCallParams, McpServerToolCallResponse,
+    EmptyResponse, ListMcpServerStatusParams, ListMcpServerStatusResponse, McpServerStatus,
+    McpServerStatusUpdatedNotification, McpServerToolCallParams, McpServerToolCallResponse,
+    ServerNotification,
 };
 use keel_mcp::{ServerState, Transport};
 use serde_json::json;
 
 use crate::handlers::{Reply, RequestCtx, ok};
 use crate::rpc_error::RpcError;
+
+/// `config/mcpServer/reload`: reads `[mcp_servers]` of `config.toml`
+/// again, stops the running servers, starts the configured ones (each
+/// within its startup timeout), gives every loaded thread their tools, and
+/// reports each server's outcome with `mcpServer/startupStatus/updated`.
+pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
+    let path = ctx.runtime.config.home.join("config.toml");
+    let configs = read_servers(&path).map_err(RpcError::invalid)?;
+    for name in configs.keys() {
+        let starting = McpServerStatusUpdatedNotification {
+            name: name.clone(),
+            status: "starting".to_owned(),
+            error: None,
+            thread_id: None,
+        };
+        ctx.conn
+            .notify(&ServerNotification::McpServerStartupStatusUpdated(starting))
+            .await;
+    }
+    let env = keel_tools::EnvPolicy::configured()
+        .child_env_now(&[], &ctx.runtime.config.default_cwd)
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let started = if configs.is_empty() {
+        None
+    } else {
+        Some(keel_mcp::McpServers::start(&configs, env).await)
+    };
+    if let Some(old) = ctx.runtime.set_mcp(started.clone()) {
+        old.stop().await;
+    }
+    let tools = started
+        .as_ref()
+        .map(keel_mcp::McpTool::all)
+        .unwrap_or_default();
+    for id in ctx.runtime.loaded_thread_ids() {
+        if let Some(thread) = ctx.runtime.thread(&id) {
+            let mut kept: Vec<_> = thread
+                .handle
+                .tools()
+                .into_iter()
+                .filter(|t| !t.name().starts_with("mcp__"))
+                .collect();
+            kept.extend(tools.iter().cloned());
+            thread.handle.set_tools(kept);
+        }
+    }
+    for s in started.map(|m| m.status()).unwrap_or_default() {
+        let status = match s.state {
+            ServerState::Ready => "ready",
+            ServerState::Disabled | ServerState::Stopped => "cancelled",
+            ServerState::Starting | ServerState::Failed => "failed",
+        };
+        let n = McpServerStatusUpdatedNotification {
+            name: s.name,
+            status: status.to_owned(),
+            error: s.error,
+            thread_id: None,
+        };
+        ctx.conn
+            .notify(&ServerNotification::McpServerStartupStatusUpdated(n))
+            .await;
+    }
+    ok(&EmptyResponse {})
+}
+
+/// `[mcp_servers]` of the configuration file at `path` (none when the
+/// file or the table is absent).
+fn read_servers(
+    path: &std::path::Path,
+) -> Result<BTreeMap<String, keel_mcp::McpServerConfig>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+    match table.remove("mcp_servers") {
+        None => Ok(BTreeMap::new()),
+        Some(v) => v.try_into().map_err(|e: toml::de::Error| {
+            format!("{}: [mcp_servers]: {}", path.display(), e.message())
+        }),
+    }
+}
 
 pub async fn tool_call(
     ctx: &mut RequestCtx,
@@ -27,7 +119,7 @@ pub async fn tool_call(
     if ctx.runtime.thread(&p.thread_id).is_none() {
         return Err(RpcError::thread_not_found(&p.thread_id));
     }
-    let Some(servers) = ctx.runtime.mcp.get() else {
+    let Some(servers) = ctx.runtime.mcp() else {
         return Err(RpcError::invalid(format!(
             "no MCP server named {}",
             p.server
@@ -49,7 +141,7 @@ pub async fn tool_call(
 }
 
 pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result<Reply, RpcError> {
-    let Some(servers) = ctx.runtime.mcp.get() else {
+    let Some(servers) = ctx.runtime.mcp() else {
         return ok(&ListMcpServerStatusResponse {
             data: Vec::new(),
             next_cursor: None,

@@ -524,3 +524,52 @@ async fn an_rpc_host_sets_the_mcp_servers_of_its_sessions() {
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
     assert!(names.contains(&"bash".to_owned()));
 }
+
+#[tokio::test]
+async fn app_server_reload_starts_the_configured_servers_for_loaded_threads() {
+    let Some(everything) = everything() else {
+        return;
+    };
+    let env = Env::new().await;
+    env.mock.push_all([
+        call(
+            "c1",
+            "mcp__late__echo",
+            json!({"message": "after a reload"}),
+        ),
+        MockResponse::text("done"),
+    ]);
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "never").await;
+    let none = s.ok("mcpServerStatus/list", json!({})).await;
+    assert_eq!(none["data"], json!([]));
+    write_config(
+        &env,
+        &format!(
+            "[mcp_servers.late]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything.display().to_string()
+        ),
+    );
+    s.ok("config/mcpServer/reload", Value::Null).await;
+    let updates = s.seen("mcpServer/startupStatus/updated");
+    let statuses: Vec<Value> = updates
+        .iter()
+        .map(|n| n["params"]["status"].clone())
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![json!("starting"), json!("ready")],
+        "{updates:?}"
+    );
+    // The thread loaded before the reload gets the new server's tools.
+    let turn = s.start_turn(&thread, "echo").await;
+    s.finish_turn(&turn, "decline").await;
+    let item = s
+        .seen("item/completed")
+        .into_iter()
+        .map(|n| n["params"]["item"].clone())
+        .find(|i| i["type"] == "mcpToolCall")
+        .expect("an mcpToolCall item");
+    assert_eq!(item["status"], "completed", "{item}");
+    s.close().await;
+}

@@ -14,6 +14,10 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+/// The response types of the methods that take no params.
+const NO_PARAMS_RESPONSES: &[(&str, &str)] =
+    &[("config/mcpServer/reload", "McpServerRefreshResponse")];
+
 /// Which schema profile a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Profile {
@@ -182,11 +186,19 @@ impl Schemas {
             .get(method)
             .cloned()
             .ok_or_else(|| format!("unknown client method {method}"))?;
-        let name = reference["$ref"]
-            .as_str()
-            .and_then(|r| r.rsplit('/').next())
-            .map(|n| n.replace("Params", "Response"))
-            .ok_or_else(|| format!("{method} has no params type"))?;
+        let name = match reference["$ref"].as_str() {
+            Some(r) => r
+                .rsplit('/')
+                .next()
+                .map(|n| n.replace("Params", "Response"))
+                .ok_or_else(|| format!("{method} has no params type"))?,
+            // Methods without params name their response here.
+            None => NO_PARAMS_RESPONSES
+                .iter()
+                .find(|(m, _)| *m == method)
+                .map(|(_, r)| (*r).to_owned())
+                .ok_or_else(|| format!("{method} has no params type"))?,
+        };
         let file = if method == "initialize" {
             format!("v1/{name}.json")
         } else {
