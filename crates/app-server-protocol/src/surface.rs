@@ -95,6 +95,7 @@ requests! {
     "mcpServerStatus/list" => ListMcpServerStatusParams, ListMcpServerStatusResponse;
     "mcpServer/tool/call" => McpServerToolCallParams, McpServerToolCallResponse;
     "config/mcpServer/reload" => EmptyResponse, EmptyResponse;
+    "mcpServer/resource/read" => McpResourceReadParams, McpResourceReadResponse;
 }
 
 /// The methods of [`REQUESTS`].

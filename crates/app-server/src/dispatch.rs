@@ -131,6 +131,7 @@ async fn route(
         "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?),
         "mcpServer/tool/call" => crate::handlers::mcp::tool_call(ctx, parse(params)?).await,
         "config/mcpServer/reload" => crate::handlers::mcp::reload(ctx).await,
+        "mcpServer/resource/read" => crate::handlers::mcp::resource_read(ctx, parse(params)?).await,
         other => Err(RpcError::not_implemented(other)),
     }
 }
@@ -179,6 +180,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "mcpServerStatus/list",
     "mcpServer/tool/call",
     "config/mcpServer/reload",
+    "mcpServer/resource/read",
 ];
 
 #[cfg(test)]

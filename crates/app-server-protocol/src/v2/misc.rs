@@ -220,3 +220,20 @@ pub struct McpServerToolCallResponse {
     pub structured_content: Option<Value>,
     pub is_error: Option<bool>,
 }
+
+/// `mcpServer/resource/read` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResourceReadParams {
+    pub server: String,
+    pub uri: String,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpResourceReadResponse {
+    /// MCP's resource contents (`uri`, `mimeType`, `text` or `blob`).
+    pub contents: Vec<Value>,
+}

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use keel_app_server_protocol::v2::{
-    EmptyResponse, ListMcpServerStatusParams, ListMcpServerStatusResponse, McpServerStatus,
-    McpServerStatusUpdatedNotification, McpServerToolCallParams, McpServerToolCallResponse,
-    ServerNotification,
+    EmptyResponse, ListMcpServerStatusParams, ListMcpServerStatusResponse, McpResourceReadParams,
+    McpResourceReadResponse, McpServerStatus, McpServerStatusUpdatedNotification,
+    McpServerToolCallParams, McpServerToolCallResponse, ServerNotification,
 };
 use keel_mcp::{ServerState, Transport};
 use serde_json::json;
@@ -110,6 +110,24 @@ fn read_servers(
             format!("{}: [mcp_servers]: {}", path.display(), e.message())
         }),
     }
+}
+
+/// `mcpServer/resource/read`: a server's resource, for the client.
+pub async fn resource_read(
+    ctx: &mut RequestCtx,
+    p: McpResourceReadParams,
+) -> Result<Reply, RpcError> {
+    let Some(servers) = ctx.runtime.mcp() else {
+        return Err(RpcError::invalid(format!(
+            "no MCP server named {}",
+            p.server
+        )));
+    };
+    let contents = servers
+        .read_resource(&p.server, &p.uri)
+        .await
+        .map_err(|e| RpcError::internal(format!("MCP server {}: {e}", p.server)))?;
+    ok(&McpResourceReadResponse { contents })
 }
 
 pub async fn tool_call(

@@ -450,6 +450,27 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
             .contains("from a thread"),
         "{item}"
     );
+    // A client may read a server's resource itself.
+    let res = s
+        .ok(
+            "mcpServer/resource/read",
+            json!({"server": "ev", "uri": "demo://resource/static/document/architecture.md"}),
+        )
+        .await;
+    assert!(
+        res["contents"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Architecture"),
+        "{res}"
+    );
+    let listed = s.ok("mcpServerStatus/list", json!({})).await;
+    assert!(
+        listed
+            .to_string()
+            .contains("demo://resource/static/document/architecture.md"),
+        "resources are listed"
+    );
     // A client may call a server's tool itself.
     let direct = s
         .ok(
