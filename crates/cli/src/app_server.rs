@@ -189,7 +189,12 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {
         tracing::warn!("the --ws-* flags only apply to ws:// and unix:// listeners; ignored");
     }
-    let mcp = crate::setup::start_mcp(&settings.file.mcp_servers, &config.default_cwd).await;
+    let servers = crate::workspace_mcp::servers_for(
+        &config.home,
+        &settings.file.mcp_servers,
+        &config.default_cwd,
+    );
+    let mcp = crate::setup::start_mcp(&servers, &config.default_cwd).await;
     let runtime = Runtime::new(
         config,
         Arc::new(models),

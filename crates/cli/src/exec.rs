@@ -113,7 +113,9 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         drafts::install(&gate);
     }
     let settings_file = crate::config::Settings::load(global)?.file;
-    let mcp = crate::setup::start_mcp(&settings_file.mcp_servers, &cwd).await;
+    let servers =
+        crate::workspace_mcp::servers_for(&resolved.home, &settings_file.mcp_servers, &cwd);
+    let mcp = crate::setup::start_mcp(&servers, &cwd).await;
     let mut session = spawn_session(SessionSpec {
         cwd: &cwd,
         home: &resolved.home,

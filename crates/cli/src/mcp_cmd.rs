@@ -17,6 +17,9 @@ use crate::config::Settings;
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
+    /// Show the MCP servers this workspace's `.keel/config.toml` names,
+    /// and trust the file as it is now, so they start with sessions here.
+    Trust,
     /// Start the configured servers and list their state and tools.
     List {
         /// Print JSON.
@@ -27,10 +30,15 @@ pub enum McpCommand {
 
 #[allow(clippy::print_stdout)]
 pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<ExitCode> {
-    let McpCommand::List { json } = command;
+    let json = match command {
+        McpCommand::List { json } => json,
+        McpCommand::Trust => return trust(global),
+    };
     let settings = Settings::load(global)?;
     let cwd = std::env::current_dir()?;
-    let Some(servers) = crate::setup::start_mcp(&settings.file.mcp_servers, &cwd).await else {
+    let configured =
+        crate::workspace_mcp::servers_for(&settings.home, &settings.file.mcp_servers, &cwd);
+    let Some(servers) = crate::setup::start_mcp(&configured, &cwd).await else {
         if json {
             println!("[]");
         } else {
@@ -84,5 +92,32 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
         }
     }
     servers.stop().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keel mcp trust`: shows what the workspace file starts, then records it.
+#[allow(clippy::print_stdout)]
+fn trust(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(global)?;
+    let cwd = std::env::current_dir()?;
+    let Some(ws) = crate::workspace_mcp::read(&cwd)? else {
+        println!(
+            "{} names no MCP servers here; nothing to trust",
+            crate::workspace_mcp::WORKSPACE_CONFIG
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!("{} starts:", ws.path.display());
+    for (name, c) in &ws.servers {
+        match c.transport() {
+            Ok(keel_mcp::Transport::Stdio { command, args, .. }) => {
+                println!("  {name}: {command} {}", args.join(" "))
+            }
+            Ok(keel_mcp::Transport::Http { url, .. }) => println!("  {name}: {url}"),
+            Err(e) => println!("  {name}: (unusable: {e})"),
+        }
+    }
+    crate::workspace_mcp::trust(&settings.home, &cwd, &ws)?;
+    println!("trusted: these servers start with sessions in this workspace until the file changes");
     Ok(ExitCode::SUCCESS)
 }

@@ -594,3 +594,40 @@ async fn app_server_reload_starts_the_configured_servers_for_loaded_threads() {
     assert_eq!(item["status"], "completed", "{item}");
     s.close().await;
 }
+
+#[tokio::test]
+async fn a_workspace_names_servers_that_start_only_once_trusted() {
+    let Some(everything) = everything() else {
+        return;
+    };
+    let env = Env::new().await;
+    std::fs::create_dir_all(env.ws().join(".keel")).unwrap();
+    std::fs::write(
+        env.ws().join(".keel/config.toml"),
+        format!(
+            "[mcp_servers.team]\ncommand = {:?}\nargs = [\"stdio\"]\n",
+            everything.display().to_string()
+        ),
+    )
+    .unwrap();
+    let offered = |env: &Env| -> Vec<String> {
+        env.mock.requests().last().unwrap().body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    env.mock.push_all([MockResponse::text("untrusted")]);
+    let run = env.exec().arg("hi").run().await.unwrap();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    assert!(run.stderr.contains("keel mcp trust"), "{}", run.stderr);
+    assert!(!offered(&env).iter().any(|n| n.starts_with("mcp__team__")));
+    let trust = env.keel().args(["mcp", "trust"]).run().await.unwrap();
+    assert_eq!(trust.code(), Some(0), "{}", trust.stderr);
+    assert!(trust.stdout.contains("team:"), "{}", trust.stdout);
+    env.mock.push_all([MockResponse::text("trusted")]);
+    let run = env.exec().arg("hi").run().await.unwrap();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    assert!(offered(&env).contains(&"mcp__team__echo".to_owned()));
+}
