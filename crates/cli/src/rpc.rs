@@ -215,6 +215,18 @@ struct CliFactory {
     gate: Arc<keel_core::EngineGate>,
 }
 
+/// The servers' statuses as `get_state.mcpServers` lists them.
+fn statuses_of(servers: Option<&Arc<keel_mcp::McpServers>>) -> Vec<serde_json::Value> {
+    servers
+        .map(|m| {
+            m.status()
+                .into_iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl CliFactory {
     /// The MCP servers sessions get tools from now.
     fn mcp(&self) -> Option<Arc<keel_mcp::McpServers>> {
@@ -303,28 +315,12 @@ impl SessionFactory for CliFactory {
         if let Some(old) = old {
             old.stop().await;
         }
-        let statuses = started
-            .as_ref()
-            .map(|m| {
-                m.status()
-                    .into_iter()
-                    .filter_map(|s| serde_json::to_value(s).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let statuses = statuses_of(started.as_ref());
         Ok((crate::setup::mcp_tools(started.as_ref()), statuses))
     }
 
     fn mcp_servers(&self) -> Vec<serde_json::Value> {
-        self.mcp()
-            .as_ref()
-            .map(|m| {
-                m.status()
-                    .into_iter()
-                    .filter_map(|s| serde_json::to_value(s).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+        statuses_of(self.mcp().as_ref())
     }
 
     async fn open(
