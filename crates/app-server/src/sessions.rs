@@ -33,6 +33,14 @@ pub struct OpenOptions {
     pub originator: Option<String>,
 }
 
+/// Keeps `handle`'s MCP tools those `servers` offer now, after a server
+/// says its tool list changed.
+pub fn follow_mcp(servers: &Arc<keel_mcp::McpServers>, handle: keel_core::SessionHandle) {
+    keel_mcp::follow(servers, move |tools| {
+        handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
+    });
+}
+
 /// The default approval policy of a thread that names none.
 pub const DEFAULT_APPROVAL_POLICY: AskForApproval =
     AskForApproval::Named(ApprovalPolicyName::OnRequest);
@@ -174,6 +182,9 @@ fn spawn_thread(
     .sandbox(policy.clone(), runtime.config.allow_unconfined)
     .spawn();
     session.restore_name(name.clone());
+    if let Some(servers) = runtime.mcp() {
+        follow_mcp(&servers, session.handle());
+    }
     let (handle, events, task) = session.split();
     let sandbox = crate::sandbox::to_wire(&policy);
     let state = ThreadState {

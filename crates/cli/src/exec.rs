@@ -131,6 +131,12 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         sandbox,
         extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
     });
+    if let Some(servers) = &mcp {
+        let handle = session.handle();
+        keel_mcp::follow(servers, move |tools| {
+            handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
+        });
+    }
     // A turn cut off by a crash or kill goes on first; the prompt follows
     // once it has ended well.
     let resumed = session

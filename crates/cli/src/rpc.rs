@@ -128,6 +128,7 @@ pub async fn run(
         no_session: args.no_session,
         sandbox: settings.file.sandbox.settings(args.sandbox.as_deref())?,
         mcp: std::sync::RwLock::new(mcp),
+        current: std::sync::Mutex::new(None),
         models: CliModels::new(scope, settings.retry, settings.compaction),
     });
     let defaults = RpcOptions::default();
@@ -211,8 +212,18 @@ struct CliFactory {
     sandbox: crate::config::SandboxSettings,
     /// The MCP servers whose tools every session gets.
     mcp: std::sync::RwLock<Option<Arc<keel_mcp::McpServers>>>,
+    /// The session opened last (the one `set_mcp_servers` re-wires).
+    current: std::sync::Mutex<Option<keel_core::SessionHandle>>,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
+}
+
+/// Keeps `handle`'s MCP tools those of `servers` when a server's tool
+/// list changes.
+fn follow(servers: &Arc<keel_mcp::McpServers>, handle: keel_core::SessionHandle) {
+    keel_mcp::follow(servers, move |tools| {
+        handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
+    });
 }
 
 /// The servers' statuses as `get_state.mcpServers` lists them.
@@ -315,6 +326,15 @@ impl SessionFactory for CliFactory {
         if let Some(old) = old {
             old.stop().await;
         }
+        if let (Some(servers), Some(handle)) = (
+            &started,
+            self.current
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        ) {
+            follow(servers, handle);
+        }
         let statuses = statuses_of(started.as_ref());
         Ok((crate::setup::mcp_tools(started.as_ref()), statuses))
     }
@@ -353,6 +373,10 @@ impl SessionFactory for CliFactory {
             sandbox: self.sandbox.clone(),
             extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
         });
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
+        if let Some(servers) = self.mcp() {
+            follow(&servers, session.handle());
+        }
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {
             session,

@@ -347,6 +347,15 @@ impl SessionHandle {
     }
 
     /// The tools offered to the model now.
+    /// Replaces the tools whose names start with `prefix` (a family such
+    /// as MCP's `mcp__`) with `tools`, keeping every other tool; from the
+    /// next model call on.
+    pub fn swap_tools(&self, prefix: &str, tools: Vec<Arc<dyn Tool>>) {
+        let mut s = lock(&self.shared);
+        s.tools.retain(|t| !t.name().starts_with(prefix));
+        s.tools.extend(tools);
+    }
+
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         lock(&self.shared).tools.clone()
     }

@@ -28,6 +28,8 @@ pub struct KeelClient {
     server: String,
     /// Set when the server says its tool list changed.
     pub tools_changed: Arc<AtomicBool>,
+    /// Told the server's name when its tool list changed.
+    changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 impl ClientHandler for KeelClient {
@@ -47,6 +49,9 @@ impl ClientHandler for KeelClient {
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         let _ = context;
         self.tools_changed.store(true, Ordering::SeqCst);
+        if let Some(tx) = &self.changed {
+            let _ = tx.send(self.server.clone());
+        }
     }
 }
 
@@ -93,10 +98,12 @@ impl Connection {
         name: &str,
         config: &McpServerConfig,
         env: Vec<(String, String)>,
+        changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<Self> {
         let handler = KeelClient {
             server: name.to_owned(),
             tools_changed: Arc::new(AtomicBool::new(false)),
+            changed,
         };
         let tools_changed = handler.tools_changed.clone();
         match config.transport().map_err(Error::Config)? {

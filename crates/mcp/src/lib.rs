@@ -20,5 +20,8 @@ mod tool;
 pub use client::{CallOutcome, Connection, ServerTool};
 pub use config::{McpServerConfig, Transport};
 pub use error::{Error, Result};
-pub use servers::{McpServers, ServerState, ServerStatus};
-pub use tool::{McpTool, tool_name};
+pub use servers::{McpServers, ServerState, ServerStatus, ToolsChanged};
+
+/// The prefix of every MCP tool's name.
+pub const TOOL_PREFIX: &str = "mcp__";
+pub use tool::{McpTool, follow, tool_name};

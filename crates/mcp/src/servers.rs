@@ -65,10 +65,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Called with the servers' tools after a server's tool list changed.
+pub type ToolsChanged = Box<dyn Fn() + Send + Sync>;
+
 /// The servers of one session.
 pub struct McpServers {
     servers: Vec<Arc<Server>>,
     env: Vec<(String, String)>,
+    /// Where connections report a changed tool list.
+    changed: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Who hears about a changed tool list.
+    listeners: Mutex<Vec<ToolsChanged>>,
 }
 
 impl std::fmt::Debug for McpServers {
@@ -111,7 +118,24 @@ impl McpServers {
                 })
             })
             .collect();
-        let this = Arc::new(Self { servers, env });
+        let (changed, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let this = Arc::new(Self {
+            servers,
+            env,
+            changed,
+            listeners: Mutex::new(Vec::new()),
+        });
+        // A server that says its tools changed is listed again, and the
+        // listeners offer the new list from the next model call on.
+        let weak = Arc::downgrade(&this);
+        tokio::spawn(async move {
+            while let Some(name) = rx.recv().await {
+                let Some(this) = weak.upgrade() else {
+                    return;
+                };
+                this.refresh(&name).await;
+            }
+        });
         let starts = this
             .servers
             .iter()
@@ -129,7 +153,13 @@ impl McpServers {
         }
         let timeout = server.config.startup_timeout();
         let started = tokio::time::timeout(timeout, async {
-            let conn = Connection::start(&server.name, &server.config, self.env.clone()).await?;
+            let conn = Connection::start(
+                &server.name,
+                &server.config,
+                self.env.clone(),
+                Some(self.changed.clone()),
+            )
+            .await?;
             let tools = conn.tools().await?;
             let resources = conn.resources().await;
             Ok::<_, Error>((conn, tools, resources))
@@ -161,6 +191,52 @@ impl McpServers {
                 Err(e)
             }
         }
+    }
+
+    /// Calls `listener` whenever a server's tool list changed (after the
+    /// new list is known).
+    pub fn on_tools_changed(&self, listener: ToolsChanged) {
+        lock(&self.listeners).push(listener);
+    }
+
+    /// When server `name` said its tool list changed (and nobody listed
+    /// it since), lists its tools again and tells the listeners.
+    async fn refresh(&self, name: &str) {
+        if self.relist(name).await {
+            for listener in lock(&self.listeners).iter() {
+                listener();
+            }
+        }
+    }
+
+    /// Lists the tools of server `name` again if it said they changed;
+    /// whether it did.
+    async fn relist(&self, name: &str) -> bool {
+        let Some(s) = self.servers.iter().find(|s| s.name == name) else {
+            return false;
+        };
+        let conn = s.conn.lock().await;
+        let Some(c) = conn.as_ref() else {
+            return false;
+        };
+        if !c
+            .tools_changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return false;
+        }
+        match c.tools().await {
+            Ok(tools) => {
+                let tools = tools
+                    .into_iter()
+                    .filter(|t| s.config.offers(&t.name))
+                    .collect();
+                lock(&s.status).1 = tools;
+                tracing::info!(server = name, "the MCP server's tool list changed");
+            }
+            Err(e) => tracing::warn!(server = name, error = %e, "listing changed tools failed"),
+        }
+        true
     }
 
     /// Every server, its state and tools.
@@ -260,6 +336,10 @@ impl McpServers {
         if outcome.is_err() {
             Self::note_closed(s, c);
         }
+        drop(conn);
+        // A tool list the call changed is known before the model is asked
+        // again.
+        self.refresh(server).await;
         outcome
     }
 

@@ -107,6 +107,20 @@ impl McpTool {
     }
 }
 
+/// Calls `apply` with the servers' tools (as [`McpTool::all`] lists them)
+/// whenever a server says its tool list changed.
+pub fn follow(
+    servers: &Arc<McpServers>,
+    apply: impl Fn(Vec<Arc<dyn Tool>>) + Send + Sync + 'static,
+) {
+    let weak = Arc::downgrade(servers);
+    servers.on_tools_changed(Box::new(move || {
+        if let Some(servers) = weak.upgrade() {
+            apply(McpTool::all(&servers));
+        }
+    }));
+}
+
 /// The server's schema as every dialect accepts it: an object schema with
 /// properties, without `$schema`.
 pub fn normalize_schema(schema: &Value) -> Value {

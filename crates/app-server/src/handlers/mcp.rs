@@ -63,14 +63,12 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
         .unwrap_or_default();
     for id in ctx.runtime.loaded_thread_ids() {
         if let Some(thread) = ctx.runtime.thread(&id) {
-            let mut kept: Vec<_> = thread
+            thread
                 .handle
-                .tools()
-                .into_iter()
-                .filter(|t| !t.name().starts_with("mcp__"))
-                .collect();
-            kept.extend(tools.iter().cloned());
-            thread.handle.set_tools(kept);
+                .swap_tools(keel_mcp::TOOL_PREFIX, tools.clone());
+            if let Some(servers) = &started {
+                crate::sessions::follow_mcp(servers, thread.handle.clone());
+            }
         }
     }
     for s in started.map(|m| m.status()).unwrap_or_default() {

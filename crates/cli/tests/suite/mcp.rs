@@ -631,3 +631,46 @@ async fn a_workspace_names_servers_that_start_only_once_trusted() {
     assert_eq!(run.code(), Some(0), "{}", run.stderr);
     assert!(offered(&env).contains(&"mcp__team__echo".to_owned()));
 }
+
+#[tokio::test]
+async fn a_changed_tool_list_is_offered_from_the_next_model_call() {
+    let Some(python) = super::clients::pip_client("mcp") else {
+        return;
+    };
+    let env = Env::new().await;
+    let script = clients_dir().join("list_changing_server.py");
+    write_config(
+        &env,
+        &format!(
+            "[mcp_servers.lock]\ncommand = {:?}\nargs = [{:?}]\ndefault_class = \"read\"\n",
+            python.display().to_string(),
+            script.display().to_string()
+        ),
+    );
+    env.mock.push_all([
+        call("c1", "mcp__lock__unlock", json!({})),
+        call("c2", "mcp__lock__secret", json!({})),
+        MockResponse::text("done"),
+    ]);
+    let run = env.exec().arg("unlock it").run().await.unwrap();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    let names = |i: usize| -> Vec<String> {
+        env.mock.requests()[i].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(!names(0).contains(&"mcp__lock__secret".to_owned()));
+    assert!(
+        names(1).contains(&"mcp__lock__secret".to_owned()),
+        "{:?}",
+        names(1)
+    );
+    assert!(
+        result_for(&env, "c2").contains("the secret tool ran"),
+        "{}",
+        result_for(&env, "c2")
+    );
+}

@@ -28,14 +28,7 @@ impl Server {
             .set_mcp_servers(args.servers)
             .await
             .map_err(|e| wire_errors::invalid_params("set_mcp_servers", &e))?;
-        let mut kept: Vec<_> = self
-            .handle()
-            .tools()
-            .into_iter()
-            .filter(|t| !t.name().starts_with("mcp__"))
-            .collect();
-        kept.extend(tools);
-        self.handle().set_tools(kept);
+        self.handle().swap_tools("mcp__", tools);
         Ok(Some(json!({ "servers": statuses })))
     }
 }
