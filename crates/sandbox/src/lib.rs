@@ -191,10 +191,15 @@ pub fn report() -> Vec<(String, bool)> {
     vec![
         (
             match s.landlock_abi {
-                Some(v) => format!("Landlock ABI {v} (needs {MIN_LANDLOCK_ABI} or later)"),
+                Some(v) => format!(
+                    "Landlock ABI {v} (needs {MIN_LANDLOCK_ABI} or later, or 1 with mount namespaces)"
+                ),
                 None => "Landlock: not available".to_owned(),
             },
-            s.landlock_abi.is_some_and(|v| v >= MIN_LANDLOCK_ABI),
+            s.landlock_abi.is_some_and(|v| {
+                v >= MIN_LANDLOCK_ABI
+                    || (s.mount_namespace && v >= probe::MIN_LANDLOCK_ABI_WITH_MOUNTS)
+            }),
         ),
         (
             format!(

@@ -8,9 +8,13 @@
 
 use std::sync::OnceLock;
 
-/// The lowest Landlock ABI keel confines with (kernel 6.2: truncation is
-/// covered, renames and links across folders are checked).
+/// The lowest Landlock ABI keel confines with on its own (kernel 6.2:
+/// truncation is covered, renames and links across folders are checked).
 pub const MIN_LANDLOCK_ABI: i32 = 3;
+/// The lowest Landlock ABI keel confines with when it can also make a
+/// mount namespace (kernel 5.13): the read-only mounts refuse what ABI 1
+/// does not cover (truncating, and metadata, outside the writable roots).
+pub const MIN_LANDLOCK_ABI_WITH_MOUNTS: i32 = 1;
 
 /// What the kernel supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,10 +38,13 @@ impl Support {
                  in the `lsm=` list)"
                     .to_owned(),
             ),
-            Some(v) if v < MIN_LANDLOCK_ABI => missing.push(format!(
-                "Landlock ABI {MIN_LANDLOCK_ABI} or later (this kernel has ABI {v}; Linux 6.2 \
-                 or later needed)"
+            Some(v) if v < MIN_LANDLOCK_ABI && !self.mount_namespace => missing.push(format!(
+                "Landlock ABI {MIN_LANDLOCK_ABI} or later, or mount namespaces (this kernel \
+                 has ABI {v} and lets no process make a mount namespace)"
             )),
+            Some(v) if v < MIN_LANDLOCK_ABI_WITH_MOUNTS => {
+                missing.push(format!("Landlock (this kernel reports ABI {v})"))
+            }
             Some(_) => {}
         }
         if !self.seccomp {
@@ -87,12 +94,18 @@ mod tests {
         let old = Support {
             landlock_abi: Some(1),
             seccomp: true,
-            mount_namespace: true,
+            mount_namespace: false,
         };
         assert!(old.missing().unwrap().contains("ABI 3"));
+        // ABI 1 is enough when the read-only mounts cover the rest.
+        let with_mounts = Support {
+            mount_namespace: true,
+            ..old
+        };
+        assert_eq!(with_mounts.missing(), None);
         let ok = Support {
             landlock_abi: Some(7),
-            ..old
+            ..with_mounts
         };
         assert_eq!(ok.missing(), None);
     }
