@@ -92,6 +92,12 @@ pub fn title(tool: &str, operation: Option<&str>, args: &Value) -> String {
         };
         return format!("keel wants to run `{}{more}`", cut(one_line));
     }
+    // An MCP tool (`mcp__<server>__<tool>`) is named with its server.
+    if let Some(rest) = tool.strip_prefix("mcp__")
+        && let Some((server, name)) = rest.split_once("__")
+    {
+        return format!("keel wants to use {name} of the MCP server {server}");
+    }
     match operation {
         Some(op) => format!("keel wants to use {tool}: {op}"),
         None => format!("keel wants to use {tool}"),
@@ -223,6 +229,14 @@ pub mod messages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_mcp_tool_is_named_with_its_server() {
+        assert_eq!(
+            title("mcp__github__create_issue", None, &serde_json::json!({})),
+            "keel wants to use create_issue of the MCP server github"
+        );
+    }
     use serde_json::json;
 
     #[test]
