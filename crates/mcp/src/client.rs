@@ -30,7 +30,12 @@ pub struct KeelClient {
     pub tools_changed: Arc<AtomicBool>,
     /// Told the server's name when its tool list changed.
     changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Progress token → where the progress of that call goes.
+    progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
 }
+
+/// Where a call's progress messages go.
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<String>;
 
 impl ClientHandler for KeelClient {
     async fn create_elicitation(
@@ -44,6 +49,39 @@ impl ClientHandler for KeelClient {
             "the MCP server asked a question (elicitation); declined: keel cannot hold it durably"
         );
         Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        context: NotificationContext<RoleClient>,
+    ) {
+        let _ = context;
+        let token = match &params.progress_token.0 {
+            rmcp::model::NumberOrString::String(s) => s.to_string(),
+            rmcp::model::NumberOrString::Number(n) => n.to_string(),
+        };
+        tracing::debug!(server = %self.server, token = %token, "MCP progress");
+        // The SDK may put its own token on the request: then the one call
+        // in flight on this connection is the one meant.
+        let sink = {
+            let sinks = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+            sinks.get(&token).cloned().or_else(|| {
+                (sinks.len() == 1)
+                    .then(|| sinks.values().next().cloned())
+                    .flatten()
+            })
+        };
+        if let Some(sink) = sink {
+            let done = match params.total {
+                Some(total) => format!("{}/{}", params.progress, total),
+                None => format!("{}", params.progress),
+            };
+            let _ = sink.send(match params.message {
+                Some(m) => format!("{m} ({done})"),
+                None => done,
+            });
+        }
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
@@ -81,6 +119,7 @@ pub struct Connection {
     /// The process group of a stdio server (killed when the connection ends).
     group: Option<i32>,
     pub tools_changed: Arc<AtomicBool>,
+    progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -104,8 +143,10 @@ impl Connection {
             server: name.to_owned(),
             tools_changed: Arc::new(AtomicBool::new(false)),
             changed,
+            progress: Arc::default(),
         };
         let tools_changed = handler.tools_changed.clone();
+        let progress = handler.progress.clone();
         match config.transport().map_err(Error::Config)? {
             Transport::Stdio {
                 command,
@@ -149,6 +190,7 @@ impl Connection {
                     service: Some(service),
                     group,
                     tools_changed,
+                    progress,
                 })
             }
             Transport::Http {
@@ -193,6 +235,7 @@ impl Connection {
                     service: Some(service),
                     group: None,
                     tools_changed,
+                    progress,
                 })
             }
         }
@@ -270,8 +313,15 @@ impl Connection {
             .unwrap_or_default())
     }
 
-    /// Calls tool `name` with `args`, bounded by `timeout`.
-    pub async fn call(&self, name: &str, args: Value, timeout: Duration) -> Result<CallOutcome> {
+    /// Calls tool `name` with `args`, bounded by `timeout`; the server's
+    /// progress notifications for it go to `progress`.
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Value,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallOutcome> {
         let arguments: Option<Map<String, Value>> = match args {
             Value::Object(m) => Some(m),
             Value::Null => None,
@@ -283,8 +333,25 @@ impl Connection {
         };
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        let result = tokio::time::timeout(timeout, self.service()?.peer().call_tool(params))
-            .await
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let token = format!("keel-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        if let Some(sink) = progress {
+            self.progress
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token.clone(), sink);
+            params.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+                rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(
+                    token.clone().into(),
+                )),
+            ));
+        }
+        let result = tokio::time::timeout(timeout, self.service()?.peer().call_tool(params)).await;
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&token);
+        let result = result
             .map_err(|_| Error::Timeout(timeout))?
             .map_err(|e| Error::Call(e.to_string()))?;
         let v = serde_json::to_value(&result).map_err(|e| Error::Call(e.to_string()))?;

@@ -216,15 +216,25 @@ impl Tool for McpTool {
     }
 
     async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
-        let call = self.servers.call(&self.server, &self.tool.name, args);
-        tokio::select! {
-            r = call => match r {
-                Ok(outcome) => Ok(to_output(outcome)),
-                Err(e) => Err(keel_tools::Error::Failed(format!(
-                    "MCP server {}: {e}", self.server
-                ))),
-            },
-            _ = ctx.cancel.cancelled() => Err(keel_tools::Error::Aborted),
+        // The server's progress messages become partial results.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let call = self
+            .servers
+            .call(&self.server, &self.tool.name, args, Some(tx));
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                r = &mut call => {
+                    return match r {
+                        Ok(outcome) => Ok(to_output(outcome)),
+                        Err(e) => Err(keel_tools::Error::Failed(format!(
+                            "MCP server {}: {e}", self.server
+                        ))),
+                    };
+                }
+                Some(message) = rx.recv() => (ctx.updates)(ToolResult::text(message)),
+                _ = ctx.cancel.cancelled() => return Err(keel_tools::Error::Aborted),
+            }
         }
     }
 }

@@ -271,6 +271,19 @@ pub enum ServerNotification {
     FsChanged(FsChangedNotification),
     #[serde(rename = "mcpServer/startupStatus/updated")]
     McpServerStartupStatusUpdated(McpServerStatusUpdatedNotification),
+    #[serde(rename = "item/mcpToolCall/progress")]
+    McpToolCallProgress(McpToolCallProgressNotification),
+}
+
+/// `item/mcpToolCall/progress`: what an MCP server reported while its
+/// tool ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolCallProgressNotification {
+    pub thread_id: String,
+    pub turn_id: String,
+    pub item_id: String,
+    pub message: String,
 }
 
 /// `mcpServer/startupStatus/updated`: an MCP server is starting, ready or
@@ -321,6 +334,7 @@ impl ServerNotification {
             ServerNotification::McpServerStartupStatusUpdated(_) => {
                 "mcpServer/startupStatus/updated"
             }
+            ServerNotification::McpToolCallProgress(_) => "item/mcpToolCall/progress",
         }
     }
 }

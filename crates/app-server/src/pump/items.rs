@@ -4,7 +4,7 @@
 //! end) stays in the pump itself.
 
 use keel_app_server_protocol::v2::{
-    ItemDeltaNotification, ReasoningSummaryPartAddedNotification,
+    ItemDeltaNotification, McpToolCallProgressNotification, ReasoningSummaryPartAddedNotification,
     ReasoningSummaryTextDeltaNotification, ServerNotification, ThreadItem,
     TurnDiffUpdatedNotification,
 };
@@ -253,6 +253,24 @@ impl Pump {
 
     pub(super) async fn tool_update(&mut self, call_id: String, partial: ToolResult) {
         let text = result_text(&partial);
+        let mcp = self
+            .turn
+            .as_ref()
+            .and_then(|t| t.tools.get(&call_id))
+            .is_some_and(|open| matches!(open.item, ThreadItem::McpToolCall { .. }));
+        if mcp {
+            // An MCP server's progress: each message as it comes.
+            self.send(ServerNotification::McpToolCallProgress(
+                McpToolCallProgressNotification {
+                    thread_id: self.thread.id.clone(),
+                    turn_id: self.turn_id(),
+                    item_id: call_id,
+                    message: text,
+                },
+            ))
+            .await;
+            return;
+        }
         let delta = {
             let Some(open) = self.turn.as_mut().and_then(|t| t.tools.get_mut(&call_id)) else {
                 return;

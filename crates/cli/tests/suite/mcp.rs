@@ -419,6 +419,11 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
     );
     env.mock.push_all([
         call("c1", "mcp__ev__echo", json!({"message": "from a thread"})),
+        call(
+            "c2",
+            "mcp__ev__trigger-long-running-operation",
+            json!({"duration": 1, "steps": 3}),
+        ),
         MockResponse::text("done"),
     ]);
     let mut s = env.initialized(false).await;
@@ -449,6 +454,17 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
             .unwrap()
             .contains("from a thread"),
         "{item}"
+    );
+    // The server's progress reaches the client while the tool runs.
+    let progress = s.seen("item/mcpToolCall/progress");
+    assert!(!progress.is_empty(), "no progress notification");
+    assert_eq!(progress[0]["params"]["itemId"], "c2", "{progress:?}");
+    assert!(
+        progress[0]["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/3"),
+        "{progress:?}"
     );
     // A client may read a server's resource itself.
     let res = s
