@@ -117,13 +117,7 @@ pub fn grant_of(c: &Classification, call: &ToolCallInfo) -> SandboxGrant {
         .get(SANDBOX_PERMISSIONS_ARG)
         .and_then(|v| serde_json::from_value::<SandboxGrant>(v.clone()).ok())
     {
-        g.network |= asked.network;
-        g.unconfined |= asked.unconfined;
-        for p in asked.writable {
-            if !g.writable.contains(&p) {
-                g.writable.push(p);
-            }
-        }
+        g.widen(asked);
     }
     g
 }

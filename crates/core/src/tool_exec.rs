@@ -353,9 +353,7 @@ async fn beyond_the_sandbox(
     };
     let asked = ctx.deps.gate.grant(&ask).await;
     let mut grant = spec.grant.clone();
-    grant.network |= asked.network;
-    grant.unconfined |= asked.unconfined;
-    grant.writable.extend(asked.writable);
+    grant.widen(asked);
     let widened = SandboxSpec { grant, ..spec };
     let (mut again, is_error, still) = run_checked(ctx, tool, info, Some(widened), cancel).await;
     if let Some(still) = still {

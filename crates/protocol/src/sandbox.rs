@@ -111,6 +111,17 @@ pub struct SandboxGrant {
 }
 
 impl SandboxGrant {
+    /// Adds what `other` grants (paths once each).
+    pub fn widen(&mut self, other: SandboxGrant) {
+        self.network |= other.network;
+        self.unconfined |= other.unconfined;
+        for p in other.writable {
+            if !self.writable.contains(&p) {
+                self.writable.push(p);
+            }
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         !self.network && self.writable.is_empty() && !self.unconfined
     }
@@ -165,5 +176,13 @@ mod tests {
             unconfined: false,
         };
         assert_eq!(g.describe(), "network access, writing /x");
+        let mut w = g.clone();
+        w.widen(SandboxGrant {
+            writable: vec![PathBuf::from("/x"), PathBuf::from("/y")],
+            unconfined: true,
+            ..SandboxGrant::default()
+        });
+        assert_eq!(w.writable, vec![PathBuf::from("/x"), PathBuf::from("/y")]);
+        assert!(w.network && w.unconfined);
     }
 }
