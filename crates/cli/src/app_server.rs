@@ -189,7 +189,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if matches!(listen, Listen::Stdio | Listen::Off) && auth.any() {
         tracing::warn!("the --ws-* flags only apply to ws:// and unix:// listeners; ignored");
     }
-    let servers = crate::workspace_mcp::servers_for(
+    let servers = keel_mcp::workspace::servers_for(
         &config.home,
         &settings.file.mcp_servers,
         &config.default_cwd,

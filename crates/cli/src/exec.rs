@@ -114,7 +114,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     }
     let settings_file = crate::config::Settings::load(global)?.file;
     let servers =
-        crate::workspace_mcp::servers_for(&resolved.home, &settings_file.mcp_servers, &cwd);
+        keel_mcp::workspace::servers_for(&resolved.home, &settings_file.mcp_servers, &cwd);
     let mcp = crate::setup::start_mcp(&servers, &cwd).await;
     let mut session = spawn_session(SessionSpec {
         cwd: &cwd,

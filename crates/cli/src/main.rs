@@ -17,7 +17,6 @@ mod sandbox_cmd;
 mod sessions;
 mod setup;
 mod term;
-mod workspace_mcp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -37,7 +37,7 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
     let settings = Settings::load(global)?;
     let cwd = std::env::current_dir()?;
     let configured =
-        crate::workspace_mcp::servers_for(&settings.home, &settings.file.mcp_servers, &cwd);
+        keel_mcp::workspace::servers_for(&settings.home, &settings.file.mcp_servers, &cwd);
     let Some(servers) = crate::setup::start_mcp(&configured, &cwd).await else {
         if json {
             println!("[]");
@@ -100,10 +100,10 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
 fn trust(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(global)?;
     let cwd = std::env::current_dir()?;
-    let Some(ws) = crate::workspace_mcp::read(&cwd)? else {
+    let Some(ws) = keel_mcp::workspace::read(&cwd)? else {
         println!(
             "{} names no MCP servers here; nothing to trust",
-            crate::workspace_mcp::WORKSPACE_CONFIG
+            keel_mcp::workspace::WORKSPACE_CONFIG
         );
         return Ok(ExitCode::SUCCESS);
     };
@@ -117,7 +117,7 @@ fn trust(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             Err(e) => println!("  {name}: (unusable: {e})"),
         }
     }
-    crate::workspace_mcp::trust(&settings.home, &cwd, &ws)?;
+    keel_mcp::workspace::trust(&settings.home, &cwd, &ws)?;
     println!("trusted: these servers start with sessions in this workspace until the file changes");
     Ok(ExitCode::SUCCESS)
 }

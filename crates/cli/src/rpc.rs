@@ -118,7 +118,7 @@ pub async fn run(
     let thinking = scope.scoped.first().map(|m| m.thinking).unwrap_or_default();
     let state_dir = home.join("rpc");
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
-    let servers = crate::workspace_mcp::servers_for(&home, &settings.file.mcp_servers, &cwd);
+    let servers = keel_mcp::workspace::servers_for(&home, &settings.file.mcp_servers, &cwd);
     let mcp = crate::setup::start_mcp(&servers, &cwd).await;
     let factory = Arc::new(CliFactory {
         gate: gate.clone(),

@@ -128,17 +128,7 @@ pub async fn start_mcp(
     if servers.is_empty() {
         return None;
     }
-    let env = keel_tools::EnvPolicy::configured()
-        .child_env_now(&[], cwd)
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
-    Some(keel_mcp::McpServers::start(servers, env).await)
+    Some(keel_mcp::McpServers::start_in(servers, cwd).await)
 }
 
 /// The tools of `servers`.

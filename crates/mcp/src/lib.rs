@@ -16,6 +16,7 @@ pub mod config;
 mod error;
 mod servers;
 mod tool;
+pub mod workspace;
 
 pub use client::{CallOutcome, Connection, ServerTool};
 pub use config::{McpServerConfig, Transport};

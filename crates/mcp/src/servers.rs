@@ -90,6 +90,25 @@ impl std::fmt::Debug for McpServers {
 }
 
 impl McpServers {
+    /// [`Self::start`] with the environment keel's commands get in `cwd`
+    /// (its secrets dropped, `[shell_environment_policy]` applied).
+    pub async fn start_in(
+        configs: &BTreeMap<String, McpServerConfig>,
+        cwd: &std::path::Path,
+    ) -> Arc<Self> {
+        let env = keel_tools::EnvPolicy::configured()
+            .child_env_now(&[], cwd)
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        Self::start(configs, env).await
+    }
+
     /// Starts every enabled server of `configs` in parallel and waits until
     /// each is ready, failed or past its startup timeout. `env` is the
     /// environment stdio servers start from (keel's, secrets dropped).

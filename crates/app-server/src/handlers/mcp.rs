@@ -26,8 +26,11 @@ use crate::rpc_error::RpcError;
 /// within its startup timeout), gives every loaded thread their tools, and
 /// reports each server's outcome with `mcpServer/startupStatus/updated`.
 pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
-    let path = ctx.runtime.config.home.join("config.toml");
-    let configs = read_servers(&path).map_err(RpcError::invalid)?;
+    let cwd = ctx.runtime.config.default_cwd.clone();
+    // What a server start reads: keel's own servers and the workspace's
+    // trusted ones.
+    let configs = keel_mcp::workspace::configured(&ctx.runtime.config.home, &cwd)
+        .map_err(|e| RpcError::invalid(e.to_string()))?;
     for name in configs.keys() {
         let starting = McpServerStatusUpdatedNotification {
             name: name.clone(),
@@ -39,20 +42,10 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
             .notify(&ServerNotification::McpServerStartupStatusUpdated(starting))
             .await;
     }
-    let env = keel_tools::EnvPolicy::configured()
-        .child_env_now(&[], &ctx.runtime.config.default_cwd)
-        .into_iter()
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect();
     let started = if configs.is_empty() {
         None
     } else {
-        Some(keel_mcp::McpServers::start(&configs, env).await)
+        Some(keel_mcp::McpServers::start_in(&configs, &cwd).await)
     };
     if let Some(old) = ctx.runtime.set_mcp(started.clone()) {
         old.stop().await;
@@ -88,26 +81,6 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
             .await;
     }
     ok(&EmptyResponse {})
-}
-
-/// `[mcp_servers]` of the configuration file at `path` (none when the
-/// file or the table is absent).
-fn read_servers(
-    path: &std::path::Path,
-) -> Result<BTreeMap<String, keel_mcp::McpServerConfig>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    let mut table: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
-    match table.remove("mcp_servers") {
-        None => Ok(BTreeMap::new()),
-        Some(v) => v.try_into().map_err(|e: toml::de::Error| {
-            format!("{}: [mcp_servers]: {}", path.display(), e.message())
-        }),
-    }
 }
 
 /// `mcpServer/resource/read`: a server's resource, for the client.

@@ -13,9 +13,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use keel_mcp::McpServerConfig;
 use sha2::{Digest, Sha256};
+
+use crate::config::McpServerConfig;
+use crate::error::{Error, Result};
 
 /// The workspace's own configuration file.
 pub const WORKSPACE_CONFIG: &str = ".keel/config.toml";
@@ -30,22 +31,21 @@ pub struct WorkspaceServers {
 }
 
 /// The workspace's servers, if its file names any.
-pub fn read(cwd: &Path) -> anyhow::Result<Option<WorkspaceServers>> {
+pub fn read(cwd: &Path) -> Result<Option<WorkspaceServers>> {
     let path = cwd.join(WORKSPACE_CONFIG);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(e) => {
+            return Err(Error::Config(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let mut table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("invalid {}", path.display()))?;
-    let Some(servers) = table.remove("mcp_servers") else {
+    let Some(servers) = servers_in(&path, &String::from_utf8_lossy(&bytes))? else {
         return Ok(None);
     };
-    let servers: BTreeMap<String, McpServerConfig> = servers
-        .try_into()
-        .with_context(|| format!("{}: [mcp_servers]", path.display()))?;
     let sha256 = Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -77,15 +77,52 @@ pub fn is_trusted(home: &Path, cwd: &Path, ws: &WorkspaceServers) -> bool {
 }
 
 /// Records the workspace file as it is now as trusted.
-pub fn trust(home: &Path, cwd: &Path, ws: &WorkspaceServers) -> anyhow::Result<()> {
+pub fn trust(home: &Path, cwd: &Path, ws: &WorkspaceServers) -> Result<()> {
     let mut all = trusted(home);
     all.insert(key(cwd), ws.sha256.clone());
-    std::fs::create_dir_all(home)?;
     let path = home.join(TRUST_FILE);
+    let failed = |e: std::io::Error| Error::Config(format!("cannot write {}: {e}", path.display()));
+    std::fs::create_dir_all(home).map_err(failed)?;
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&all)?)?;
-    std::fs::rename(&tmp, &path)?;
+    let text = serde_json::to_string_pretty(&all).map_err(|e| Error::Config(e.to_string()))?;
+    std::fs::write(&tmp, text).map_err(failed)?;
+    std::fs::rename(&tmp, &path).map_err(failed)?;
     Ok(())
+}
+
+/// The `[mcp_servers]` of configuration text read from `path` (`None`
+/// when it has none).
+pub fn servers_in(path: &Path, text: &str) -> Result<Option<BTreeMap<String, McpServerConfig>>> {
+    let mut table: toml::Table = toml::from_str(text)
+        .map_err(|e| Error::Config(format!("invalid {}: {}", path.display(), e.message())))?;
+    let Some(servers) = table.remove("mcp_servers") else {
+        return Ok(None);
+    };
+    servers.try_into().map(Some).map_err(|e: toml::de::Error| {
+        Error::Config(format!(
+            "{}: [mcp_servers]: {}",
+            path.display(),
+            e.message()
+        ))
+    })
+}
+
+/// Every server sessions in `cwd` get: `[mcp_servers]` of keel's own
+/// `home/config.toml`, plus the workspace's when trusted (what a reload
+/// reads again).
+pub fn configured(home: &Path, cwd: &Path) -> Result<BTreeMap<String, McpServerConfig>> {
+    let path = home.join("config.toml");
+    let own = match std::fs::read_to_string(&path) {
+        Ok(text) => servers_in(&path, &text)?.unwrap_or_default(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(e) => {
+            return Err(Error::Config(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    Ok(servers_for(home, &own, cwd))
 }
 
 /// keel's own servers, plus the workspace's when its file is trusted (a
@@ -112,7 +149,7 @@ pub fn servers_for(
             );
         }
         Ok(None) => {}
-        Err(e) => tracing::warn!("{e:#}"),
+        Err(e) => tracing::warn!("{e}"),
     }
     all
 }
@@ -149,5 +186,37 @@ mod tests {
         );
         let merged = servers_for(home.path(), &mine, ws.path());
         assert_eq!(merged["team"].command.as_deref(), Some("mine"));
+    }
+
+    #[test]
+    fn configured_reads_keels_own_servers_and_the_trusted_workspaces() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[mcp_servers.own]\ncommand = \"own-mcp\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(ws.path().join(".keel")).unwrap();
+        std::fs::write(
+            ws.path().join(WORKSPACE_CONFIG),
+            "[mcp_servers.team]\ncommand = \"team-mcp\"\n",
+        )
+        .unwrap();
+        let names = |m: BTreeMap<String, McpServerConfig>| m.into_keys().collect::<Vec<_>>();
+        assert_eq!(names(configured(home.path(), ws.path()).unwrap()), ["own"]);
+        let file = read(ws.path()).unwrap().unwrap();
+        trust(home.path(), ws.path(), &file).unwrap();
+        assert_eq!(
+            names(configured(home.path(), ws.path()).unwrap()),
+            ["own", "team"]
+        );
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[mcp_servers.bad]\ncomand = 1\n",
+        )
+        .unwrap();
+        let e = configured(home.path(), ws.path()).unwrap_err().to_string();
+        assert!(e.contains("comand"), "{e}");
     }
 }
