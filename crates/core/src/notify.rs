@@ -131,3 +131,73 @@ impl Notifier {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_approvals::{Class, Delivery, Status};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn request() -> PendingRequest {
+        PendingRequest {
+            id: "apr_1".into(),
+            workspace: "/ws".into(),
+            session_id: "s".into(),
+            call_id: "c".into(),
+            tool: "bash".into(),
+            operation: None,
+            title: "keel wants to run `curl x`".into(),
+            arg_lines: vec!["command: curl x".into()],
+            address: None,
+            class: Class::Send,
+            class_label: "Reaches out".into(),
+            reason: String::new(),
+            understood: true,
+            always: None,
+            delivery: Delivery::Wait,
+            status: Status::Pending,
+            created_at: 0,
+            expires_at: 1,
+        }
+    }
+
+    fn notifier(url: String, retries: u32) -> Notifier {
+        Notifier::new(NotifySettings {
+            webhook: url,
+            format: NotifyFormat::Json,
+            inbox_url: None,
+            timeout: Duration::from_secs(5),
+            retries,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failing_webhook_is_retried_and_a_dead_one_gives_up() {
+        // Answers 500 twice, then 200: the third attempt is accepted.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            for status in [
+                "500 Internal Server Error",
+                "500 Internal Server Error",
+                "200 OK",
+            ] {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0u8; 8192];
+                let _ = sock.read(&mut buf).await;
+                let reply =
+                    format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                sock.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        assert!(notifier(url, 3).send(&request()).await);
+        server.await.unwrap();
+        // Nobody listens: it gives up after its attempts and says so.
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/hook", l.local_addr().unwrap())
+        };
+        assert!(!notifier(dead, 1).send(&request()).await);
+    }
+}
