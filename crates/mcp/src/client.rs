@@ -38,6 +38,21 @@ pub struct KeelClient {
 pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<String>;
 
 impl ClientHandler for KeelClient {
+    /// keel's name and version, and that it answers elicitation (always
+    /// with a decline, so a server that asks learns it was not answered
+    /// rather than waiting for nothing).
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::new()),
+        );
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("keel", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,

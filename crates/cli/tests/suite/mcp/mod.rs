@@ -4,6 +4,8 @@
 //! `tests/clients/`, plus fault cases: a server that hangs at startup and
 //! one killed in the middle of a call.
 
+mod guarded;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
