@@ -34,6 +34,21 @@ pub struct KeelClient {
     progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
 }
 
+/// What a server offers to read, in MCP's wire shape.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resources {
+    /// `resources/list`: each with its `uri`.
+    pub listed: Vec<Value>,
+    /// `resources/templates/list`: each with its `uriTemplate` (RFC 6570).
+    pub templates: Vec<Value>,
+}
+
+impl Resources {
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty() && self.templates.is_empty()
+    }
+}
+
 /// Where a call's progress messages go.
 pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<String>;
 
@@ -288,21 +303,22 @@ impl Connection {
             .collect())
     }
 
-    /// The server's resources (MCP's wire shape: `uri`, `name`,
-    /// `description`, `mimeType`); none when it offers none.
-    pub async fn resources(&self) -> Vec<Value> {
+    /// The server's resources and resource templates (MCP's wire shape:
+    /// `uri` or `uriTemplate`, `name`, `description`, `mimeType`); none
+    /// when it offers none.
+    pub async fn resources(&self) -> Resources {
         let service = match self.service() {
             Ok(s) => s,
-            Err(_) => return Vec::new(),
+            Err(_) => return Resources::default(),
         };
         let offers = service
             .peer_info()
             .and_then(|i| serde_json::to_value(&*i).ok())
             .is_some_and(|v| !v["capabilities"]["resources"].is_null());
         if !offers {
-            return Vec::new();
+            return Resources::default();
         }
-        match service.peer().list_all_resources().await {
+        let listed = match service.peer().list_all_resources().await {
             Ok(list) => list
                 .into_iter()
                 .filter_map(|r| serde_json::to_value(r).ok())
@@ -311,7 +327,18 @@ impl Connection {
                 tracing::debug!(error = %e, "resources/list failed");
                 Vec::new()
             }
-        }
+        };
+        let templates = match service.peer().list_all_resource_templates().await {
+            Ok(list) => list
+                .into_iter()
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "resources/templates/list failed");
+                Vec::new()
+            }
+        };
+        Resources { listed, templates }
     }
 
     /// Reads resource `uri`: its `contents` (MCP's wire shape).

@@ -18,7 +18,7 @@ mod servers;
 mod tool;
 pub mod workspace;
 
-pub use client::{CallOutcome, Connection, ServerTool};
+pub use client::{CallOutcome, Connection, Resources, ServerTool};
 pub use config::{McpServerConfig, Transport};
 pub use error::{Error, Result};
 pub use servers::{McpServers, ServerState, ServerStatus, ToolsChanged};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::{CallOutcome, Connection, ServerTool};
+use crate::client::{CallOutcome, Connection, Resources, ServerTool};
 use crate::config::McpServerConfig;
 use crate::error::{Error, Result};
 
@@ -50,7 +50,7 @@ pub struct ServerStatus {
 }
 
 /// What is known of a server: `(state, tools, error, resources)`.
-type Known = (ServerState, Vec<ServerTool>, Option<String>, Vec<Value>);
+type Known = (ServerState, Vec<ServerTool>, Option<String>, Resources);
 
 struct Server {
     name: String,
@@ -131,7 +131,7 @@ impl McpServers {
                         },
                         Vec::new(),
                         None,
-                        Vec::new(),
+                        Resources::default(),
                     )),
                     backoff: Mutex::new((0, None)),
                 })
@@ -288,8 +288,9 @@ impl McpServers {
             .collect()
     }
 
-    /// The resources of every ready server: `(server, resources)`.
-    pub fn resources(&self) -> Vec<(String, Vec<Value>)> {
+    /// The resources of every ready server that offers any: `(server,
+    /// resources)`.
+    pub fn resources(&self) -> Vec<(String, Resources)> {
         self.servers
             .iter()
             .map(|s| (s.name.clone(), lock(&s.status).3.clone()))

@@ -13,7 +13,7 @@ use keel_protocol::{ContentBlock, ToolResult};
 use keel_tools::{Tool, ToolContext, ToolHints, ToolOutput};
 use serde_json::{Value, json};
 
-use crate::client::{CallOutcome, ServerTool};
+use crate::client::{CallOutcome, Resources, ServerTool};
 use crate::config::McpServerConfig;
 use crate::servers::McpServers;
 
@@ -252,19 +252,34 @@ pub struct ResourceTool {
 }
 
 impl ResourceTool {
-    pub fn new(servers: Arc<McpServers>, server: &str, resources: &[Value]) -> Self {
-        let mut description =
-            format!("Read a resource of the MCP server {server} by its URI. Resources it lists:");
-        for r in resources.iter().take(LISTED_RESOURCES) {
+    pub fn new(servers: Arc<McpServers>, server: &str, resources: &Resources) -> Self {
+        let mut description = format!("Read a resource of the MCP server {server} by its URI.");
+        let listed = &resources.listed;
+        if !listed.is_empty() {
+            description.push_str(" Resources it lists:");
+        }
+        for r in listed.iter().take(LISTED_RESOURCES) {
             let uri = r.get("uri").and_then(Value::as_str).unwrap_or_default();
             let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
             description.push_str(&format!("\n- {uri} ({name})"));
         }
-        if resources.len() > LISTED_RESOURCES {
+        if listed.len() > LISTED_RESOURCES {
             description.push_str(&format!(
                 "\n… and {} more",
-                resources.len() - LISTED_RESOURCES
+                listed.len() - LISTED_RESOURCES
             ));
+        }
+        let templates = &resources.templates;
+        if !templates.is_empty() {
+            description.push_str("\nURI templates (fill in each {placeholder}):");
+        }
+        for t in templates.iter().take(LISTED_RESOURCES) {
+            let uri = t
+                .get("uriTemplate")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            description.push_str(&format!("\n- {uri} ({name})"));
         }
         Self {
             name: tool_name(server, "read_resource"),

@@ -5,7 +5,7 @@
 //!
 //! Owns mapping keel's server states onto the wire's (`connected`,
 //! `starting`, `failed`, `disabled`), and the tools and resources onto
-//! MCP's own shape (resource templates: none yet). It must not start or stop
+//! MCP's own shape. It must not start or stop
 //! servers.
 
 use std::collections::BTreeMap;
@@ -169,17 +169,18 @@ pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result
                     )
                 })
                 .collect();
+            let resources = servers
+                .resources()
+                .into_iter()
+                .find(|(name, _)| *name == s.name)
+                .map(|(_, r)| r)
+                .unwrap_or_default();
             McpServerStatus {
                 name: s.name.clone(),
                 auth_status: auth_status.to_owned(),
                 tools: listed,
-                resources: servers
-                    .resources()
-                    .into_iter()
-                    .find(|(name, _)| *name == s.name)
-                    .map(|(_, r)| r)
-                    .unwrap_or_default(),
-                resource_templates: Vec::new(),
+                resources: resources.listed,
+                resource_templates: resources.templates,
                 runtime_status: Some(
                     match s.state {
                         ServerState::Ready => "connected",

@@ -75,6 +75,11 @@ async fn tools_of_published_servers_reach_the_model_and_answer() {
             "mcp__everything__read_resource",
             json!({"uri": "demo://resource/static/document/architecture.md"}),
         ),
+        call(
+            "c4",
+            "mcp__everything__read_resource",
+            json!({"uri": "demo://resource/dynamic/text/7"}),
+        ),
         MockResponse::text("done"),
     ]);
     let started = Instant::now();
@@ -116,6 +121,19 @@ async fn tools_of_published_servers_reach_the_model_and_answer() {
             .unwrap()
             .contains("demo://resource/static/document/architecture.md"),
         "{read}"
+    );
+    // Templates are named too, and a URI filled in from one reads.
+    assert!(
+        read["function"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("demo://resource/dynamic/text/{resourceId}"),
+        "{read}"
+    );
+    assert!(
+        result_for(&env, "c4").contains("Resource 7: This is a plaintext resource"),
+        "{}",
+        result_for(&env, "c4")
     );
     assert!(
         result_for(&env, "c3").contains("Architecture"),
@@ -488,6 +506,11 @@ async fn app_server_threads_get_mcp_tools_as_mcp_tool_call_items() {
             .to_string()
             .contains("demo://resource/static/document/architecture.md"),
         "resources are listed"
+    );
+    let templates = listed["data"][0]["resourceTemplates"].to_string();
+    assert!(
+        templates.contains("demo://resource/dynamic/text/{resourceId}"),
+        "{templates}"
     );
     // A client may call a server's tool itself.
     let direct = s
