@@ -77,7 +77,9 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
         Ok(Incoming::Notification { method, .. }) => {
             if let Some(id) = unusable_request_id(bytes) {
                 refuse_id(conn, &id).await;
-            } else if method != "initialized" {
+            } else if method == "initialized" {
+                crate::handlers::mcp::announce_to(runtime, conn).await;
+            } else {
                 tracing::warn!(%method, "unknown client notification ignored");
             }
         }

@@ -38,6 +38,7 @@ pub mod rpc_error;
 pub mod runtime;
 pub mod sandbox;
 pub mod sessions;
+pub mod thread_mcp;
 pub mod thread_state;
 pub mod transport;
 pub mod watch;

@@ -31,14 +31,8 @@ pub struct OpenOptions {
     pub developer_instructions: Option<String>,
     pub ephemeral: bool,
     pub originator: Option<String>,
-}
-
-/// Keeps `handle`'s MCP tools those `servers` offer now, after a server
-/// says its tool list changed.
-pub fn follow_mcp(servers: &Arc<keel_mcp::McpServers>, handle: keel_core::SessionHandle) {
-    keel_mcp::follow(servers, move |tools| {
-        handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
-    });
+    /// MCP servers of the thread's own (from the request's `config`).
+    pub mcp_servers: std::collections::BTreeMap<String, keel_mcp::McpServerConfig>,
 }
 
 /// The default approval policy of a thread that names none.
@@ -134,7 +128,7 @@ struct Spawned {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn spawn_thread(
+async fn spawn_thread(
     runtime: &Arc<Runtime>,
     id: String,
     writer: Option<SessionWriter>,
@@ -152,6 +146,7 @@ fn spawn_thread(
         opts.model_provider.as_deref(),
     );
     let provider = provider_for(runtime, &model);
+    let own_mcp = crate::thread_mcp::start_own(&opts.mcp_servers, &cwd).await;
     let configured = &runtime.config.sandbox;
     let policy = match opts.sandbox {
         Some(mode) => crate::sandbox::from_mode(mode, configured),
@@ -172,19 +167,13 @@ fn spawn_thread(
     .retry(runtime.models.retry_policy())
     .compaction(runtime.models.compaction())
     .tool(Arc::new(crate::plan::PlanTool))
-    .tools(
-        runtime
-            .mcp()
-            .as_ref()
-            .map(keel_mcp::McpTool::all)
-            .unwrap_or_default(),
-    )
+    .tools(crate::thread_mcp::tools_for(
+        runtime.mcp().as_ref(),
+        own_mcp.as_ref(),
+    ))
     .sandbox(policy.clone(), runtime.config.allow_unconfined)
     .spawn();
     session.restore_name(name.clone());
-    if let Some(servers) = runtime.mcp() {
-        follow_mcp(&servers, session.handle());
-    }
     let (handle, events, task) = session.split();
     let sandbox = crate::sandbox::to_wire(&policy);
     let state = ThreadState {
@@ -208,7 +197,8 @@ fn spawn_thread(
         turns: Vec::new(),
         declined: Default::default(),
     };
-    let thread = Arc::new(LoadedThread::new(id, handle, writer, state, task));
+    let thread = Arc::new(LoadedThread::new(id, handle, writer, own_mcp, state, task));
+    crate::thread_mcp::follow_all(runtime, &thread);
     runtime.insert_thread(thread.clone());
     let (control_tx, control_rx) = tokio::sync::mpsc::channel(crate::pump::CONTROL_CAPACITY);
     let pump = tokio::spawn(crate::pump::run(
@@ -252,7 +242,8 @@ pub async fn start_thread(
         &opts,
         cwd,
         None,
-    );
+    )
+    .await;
     record_model(&spawned.thread).await;
     Ok(spawned.thread)
 }
@@ -334,7 +325,8 @@ pub async fn resume_thread(
         &opts,
         cwd,
         None,
-    );
+    )
+    .await;
     Ok(spawned.thread)
 }
 
@@ -496,7 +488,8 @@ pub async fn fork_thread(
         &opts,
         cwd,
         Some(loaded.header.id.clone()),
-    );
+    )
+    .await;
     Ok(spawned.thread)
 }
 

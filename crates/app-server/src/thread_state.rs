@@ -99,6 +99,8 @@ pub struct LoadedThread {
     pub id: String,
     pub handle: SessionHandle,
     pub writer: Option<SessionWriter>,
+    /// The MCP servers the thread's own config named (stopped with it).
+    pub mcp: Option<std::sync::Arc<keel_mcp::McpServers>>,
     state: Mutex<ThreadState>,
     /// Asks the event pump for things only it may send (in order).
     control: Mutex<Option<mpsc::Sender<Control>>>,
@@ -111,6 +113,7 @@ impl LoadedThread {
         id: String,
         handle: SessionHandle,
         writer: Option<SessionWriter>,
+        mcp: Option<std::sync::Arc<keel_mcp::McpServers>>,
         state: ThreadState,
         task: JoinHandle<()>,
     ) -> Self {
@@ -118,6 +121,7 @@ impl LoadedThread {
             id,
             handle,
             writer,
+            mcp,
             state: Mutex::new(state),
             control: Mutex::new(None),
             task: Mutex::new(Some(task)),
@@ -245,6 +249,9 @@ impl LoadedThread {
                 .is_err()
         {
             tracing::warn!(thread = %self.id, "the event pump did not stop in time");
+        }
+        if let Some(servers) = &self.mcp {
+            servers.stop().await;
         }
         if let Some(w) = &self.writer
             && let Err(e) = w.close().await

@@ -148,9 +148,120 @@ impl McpServerConfig {
     }
 }
 
+/// The servers a host names in config overrides: Codex's `config` map of
+/// `thread/start`, with dotted keys (`"mcp_servers.docs"` → a table,
+/// `"mcp_servers.docs.command"` → one key) or a nested `"mcp_servers"`
+/// table, merged in key order. Each enabled server must be usable; one
+/// with only `enabled = false` hides a server of the same name. Keys
+/// outside `mcp_servers` are not this crate's and are left alone.
+pub fn from_overrides(
+    overrides: &serde_json::Map<String, serde_json::Value>,
+) -> Result<BTreeMap<String, McpServerConfig>, String> {
+    use serde_json::Value;
+    let mut root = Value::Object(serde_json::Map::new());
+    for (key, value) in overrides {
+        if key != "mcp_servers" && !key.starts_with("mcp_servers.") {
+            continue;
+        }
+        let mut at = &mut root;
+        for part in key.split('.') {
+            if part.is_empty() {
+                return Err(format!("config key {key:?} has an empty part"));
+            }
+            if !at.is_object() {
+                *at = Value::Object(serde_json::Map::new());
+            }
+            at = match at {
+                Value::Object(map) => map.entry(part.to_owned()).or_insert(Value::Null),
+                _ => return Err(format!("config key {key:?} is not a table path")),
+            };
+        }
+        merge(at, value.clone());
+    }
+    let servers = match root.get("mcp_servers") {
+        None => return Ok(BTreeMap::new()),
+        Some(v) => v.clone(),
+    };
+    let mut configs = BTreeMap::new();
+    let Value::Object(tables) = servers else {
+        return Err("config mcp_servers must be a table of NAME → server".to_owned());
+    };
+    for (name, table) in tables {
+        let hidden = table
+            .as_object()
+            .is_some_and(|t| t.len() == 1 && t.get("enabled") == Some(&Value::Bool(false)));
+        let config: McpServerConfig = if hidden {
+            McpServerConfig {
+                enabled: false,
+                ..McpServerConfig::default()
+            }
+        } else {
+            serde_json::from_value(table).map_err(|e| format!("mcp_servers.{name}: {e}"))?
+        };
+        if config.enabled {
+            config
+                .transport()
+                .map_err(|e| format!("mcp_servers.{name}: {e}"))?;
+        }
+        configs.insert(name, config);
+    }
+    Ok(configs)
+}
+
+/// Writes `value` over `at`, table by table.
+fn merge(at: &mut serde_json::Value, value: serde_json::Value) {
+    use serde_json::Value;
+    match (at, value) {
+        (Value::Object(old), Value::Object(new)) => {
+            for (k, v) in new {
+                merge(old.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (at, value) => *at = value,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn overrides(v: serde_json::Value) -> Result<BTreeMap<String, McpServerConfig>, String> {
+        from_overrides(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn overrides_name_servers_by_dotted_keys_or_tables() {
+        let dotted = overrides(serde_json::json!({
+            "model": "ignored here",
+            "mcp_servers.docs": {"command": "docs-server"},
+            "mcp_servers.docs.args": ["--ro"],
+            "mcp_servers.web.url": "http://127.0.0.1:9/mcp",
+        }))
+        .unwrap();
+        assert_eq!(dotted["docs"].command.as_deref(), Some("docs-server"));
+        assert_eq!(dotted["docs"].args, vec!["--ro"]);
+        assert!(matches!(
+            dotted["web"].transport(),
+            Ok(Transport::Http { .. })
+        ));
+        let nested = overrides(serde_json::json!({
+            "mcp_servers": {"docs": {"command": "d", "tool_timeout_sec": 5}},
+        }))
+        .unwrap();
+        assert_eq!(nested["docs"].tool_timeout(), Duration::from_secs(5));
+        let hidden = overrides(serde_json::json!({"mcp_servers.docs.enabled": false})).unwrap();
+        assert!(!hidden["docs"].enabled);
+        assert!(overrides(serde_json::json!({})).unwrap().is_empty());
+        // Mistakes name the server and the key.
+        let e = overrides(serde_json::json!({"mcp_servers.docs.comand": "x"})).unwrap_err();
+        assert!(
+            e.contains("mcp_servers.docs") && e.contains("comand"),
+            "{e}"
+        );
+        let e = overrides(serde_json::json!({"mcp_servers.docs.args": ["x"]})).unwrap_err();
+        assert!(e.contains("needs `command`"), "{e}");
+        assert!(overrides(serde_json::json!({"mcp_servers": 3})).is_err());
+    }
 
     #[test]
     fn a_codex_table_reads_as_it_is() {

@@ -264,10 +264,7 @@ impl ResourceTool {
             description.push_str(&format!("\n- {uri} ({name})"));
         }
         if listed.len() > LISTED_RESOURCES {
-            description.push_str(&format!(
-                "\n… and {} more",
-                listed.len() - LISTED_RESOURCES
-            ));
+            description.push_str(&format!("\n… and {} more", listed.len() - LISTED_RESOURCES));
         }
         let templates = &resources.templates;
         if !templates.is_empty() {

@@ -161,7 +161,7 @@ export type Thread = { agentNickname?: string | null; agentRole?: string | null;
 
 export type ThreadActiveFlag = "waitingOnApproval" | "waitingOnUserInput";
 
-export type ThreadForkParams = { approvalPolicy?: (AskForApproval) | (null); baseInstructions?: string | null; cwd?: string | null; developerInstructions?: string | null; ephemeral?: boolean; excludeTurns?: boolean; lastTurnId?: string | null; model?: string | null; modelProvider?: string | null; path?: string | null; permissions?: string | null; sandbox?: (SandboxMode) | (null); threadId: string };
+export type ThreadForkParams = { approvalPolicy?: (AskForApproval) | (null); baseInstructions?: string | null; config?: { [key: string]: unknown } | null; cwd?: string | null; developerInstructions?: string | null; ephemeral?: boolean; excludeTurns?: boolean; lastTurnId?: string | null; model?: string | null; modelProvider?: string | null; path?: string | null; permissions?: string | null; sandbox?: (SandboxMode) | (null); threadId: string };
 
 export type ThreadHistoryMode = "legacy" | "paginated";
 

@@ -127,6 +127,10 @@ pub struct ThreadOverrides {
     /// approval mode the thread runs under), instead of `approvalPolicy`.
     #[serde(default)]
     pub permissions: Option<String>,
+    /// Config overrides (Codex's `-c key=value`, dotted keys or tables);
+    /// keel reads `mcp_servers` from them.
+    #[serde(default)]
+    pub config: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -136,8 +140,6 @@ pub struct ThreadStartParams {
     pub overrides: ThreadOverrides,
     #[serde(default)]
     pub approvals_reviewer: Option<String>,
-    #[serde(default)]
-    pub config: Option<Map<String, Value>>,
     #[serde(default)]
     pub ephemeral: Option<bool>,
     #[serde(default)]
@@ -156,8 +158,6 @@ pub struct ThreadResumeParams {
     pub overrides: ThreadOverrides,
     #[serde(default)]
     pub approvals_reviewer: Option<String>,
-    #[serde(default)]
-    pub config: Option<Map<String, Value>>,
     #[serde(default)]
     pub exclude_turns: bool,
 }

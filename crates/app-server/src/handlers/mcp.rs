@@ -9,6 +9,7 @@
 //! servers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use keel_app_server_protocol::v2::{
     EmptyResponse, ListMcpServerStatusParams, ListMcpServerStatusResponse, McpResourceReadParams,
@@ -18,8 +19,10 @@ use keel_app_server_protocol::v2::{
 use keel_mcp::{ServerState, Transport};
 use serde_json::json;
 
-use crate::handlers::{Reply, RequestCtx, ok};
+use crate::handlers::{After, Reply, RequestCtx, ok};
+use crate::outbound::Connection;
 use crate::rpc_error::RpcError;
+use crate::runtime::Runtime;
 
 /// `config/mcpServer/reload`: reads `[mcp_servers]` of `config.toml`
 /// again, stops the running servers, starts the configured ones (each
@@ -50,37 +53,77 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
     if let Some(old) = ctx.runtime.set_mcp(started.clone()) {
         old.stop().await;
     }
-    let tools = started
-        .as_ref()
-        .map(keel_mcp::McpTool::all)
-        .unwrap_or_default();
     for id in ctx.runtime.loaded_thread_ids() {
         if let Some(thread) = ctx.runtime.thread(&id) {
-            thread
-                .handle
-                .swap_tools(keel_mcp::TOOL_PREFIX, tools.clone());
+            crate::thread_mcp::refresh(&ctx.runtime, &thread);
             if let Some(servers) = &started {
-                crate::sessions::follow_mcp(servers, thread.handle.clone());
+                crate::thread_mcp::follow(&ctx.runtime, &thread, servers);
             }
         }
     }
     for s in started.map(|m| m.status()).unwrap_or_default() {
-        let status = match s.state {
-            ServerState::Ready => "ready",
-            ServerState::Disabled | ServerState::Stopped => "cancelled",
-            ServerState::Starting | ServerState::Failed => "failed",
-        };
-        let n = McpServerStatusUpdatedNotification {
-            name: s.name,
-            status: status.to_owned(),
-            error: s.error,
-            thread_id: None,
-        };
         ctx.conn
-            .notify(&ServerNotification::McpServerStartupStatusUpdated(n))
+            .notify(&ServerNotification::McpServerStartupStatusUpdated(
+                startup_status(s, None),
+            ))
             .await;
     }
     ok(&EmptyResponse {})
+}
+
+/// How a server's start ended, as `mcpServer/startupStatus/updated` says
+/// it (`threadId` for a thread's own server).
+pub fn startup_status(
+    s: keel_mcp::ServerStatus,
+    thread_id: Option<String>,
+) -> McpServerStatusUpdatedNotification {
+    let status = match s.state {
+        ServerState::Ready => "ready",
+        ServerState::Starting => "starting",
+        ServerState::Disabled | ServerState::Stopped => "cancelled",
+        ServerState::Failed => "failed",
+    };
+    McpServerStatusUpdatedNotification {
+        name: s.name,
+        status: status.to_owned(),
+        error: s.error,
+        thread_id,
+    }
+}
+
+/// After a thread opened with servers of its own: how each one's start
+/// ended, to the thread's subscribers.
+pub fn announce_own(ctx: &mut RequestCtx, thread: &crate::thread_state::LoadedThread) {
+    for s in thread.mcp.iter().flat_map(|m| m.status()) {
+        let n = startup_status(s, Some(thread.id.clone()));
+        ctx.after.push(After::NotifyThread(
+            thread.id.clone(),
+            Box::new(ServerNotification::McpServerStartupStatusUpdated(n)),
+        ));
+    }
+}
+
+/// To a client that just said `initialized`: where each of the process's
+/// servers stands (they started before any client could connect).
+pub async fn announce_to(runtime: &Runtime, conn: &Connection) {
+    for s in runtime.mcp().iter().flat_map(|m| m.status()) {
+        conn.notify(&ServerNotification::McpServerStartupStatusUpdated(
+            startup_status(s, None),
+        ))
+        .await;
+    }
+}
+
+/// The servers that answer for `server` in the request's thread (its own
+/// first), or an error naming it.
+fn server_for(
+    ctx: &RequestCtx,
+    thread_id: Option<&str>,
+    server: &str,
+) -> Result<Arc<keel_mcp::McpServers>, RpcError> {
+    let thread = thread_id.and_then(|id| ctx.runtime.thread(id));
+    crate::thread_mcp::server_for(&ctx.runtime, thread.as_deref(), server)
+        .ok_or_else(|| RpcError::invalid(format!("no MCP server named {server}")))
 }
 
 /// `mcpServer/resource/read`: a server's resource, for the client.
@@ -88,12 +131,7 @@ pub async fn resource_read(
     ctx: &mut RequestCtx,
     p: McpResourceReadParams,
 ) -> Result<Reply, RpcError> {
-    let Some(servers) = ctx.runtime.mcp() else {
-        return Err(RpcError::invalid(format!(
-            "no MCP server named {}",
-            p.server
-        )));
-    };
+    let servers = server_for(ctx, p.thread_id.as_deref(), &p.server)?;
     let contents = servers
         .read_resource(&p.server, &p.uri)
         .await
@@ -108,12 +146,7 @@ pub async fn tool_call(
     if ctx.runtime.thread(&p.thread_id).is_none() {
         return Err(RpcError::thread_not_found(&p.thread_id));
     }
-    let Some(servers) = ctx.runtime.mcp() else {
-        return Err(RpcError::invalid(format!(
-            "no MCP server named {}",
-            p.server
-        )));
-    };
+    let servers = server_for(ctx, Some(&p.thread_id), &p.server)?;
     let outcome = servers
         .call(
             &p.server,
@@ -131,17 +164,35 @@ pub async fn tool_call(
 }
 
 pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result<Reply, RpcError> {
-    let Some(servers) = ctx.runtime.mcp() else {
-        return ok(&ListMcpServerStatusResponse {
-            data: Vec::new(),
-            next_cursor: None,
-        });
+    let thread = match &p.thread_id {
+        Some(id) => Some(
+            ctx.runtime
+                .thread(id)
+                .ok_or_else(|| RpcError::thread_not_found(id))?,
+        ),
+        None => None,
     };
+    let data = crate::thread_mcp::listed(&ctx.runtime, thread.as_deref())
+        .into_iter()
+        .flat_map(|(servers, skip)| {
+            statuses(&servers)
+                .into_iter()
+                .filter(move |s| !skip.contains(&s.name))
+        })
+        .filter(|s| p.server_name.as_deref().is_none_or(|n| n == s.name))
+        .collect();
+    ok(&ListMcpServerStatusResponse {
+        data,
+        next_cursor: None,
+    })
+}
+
+/// Every server of `servers` as `mcpServerStatus/list` shows it.
+fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
     let tools = servers.tool_list();
-    let data = servers
+    servers
         .status()
         .into_iter()
-        .filter(|s| p.server_name.as_deref().is_none_or(|n| n == s.name))
         .map(|s| {
             let config = tools
                 .iter()
@@ -193,9 +244,5 @@ pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result
                 tools_error: s.error.clone(),
             }
         })
-        .collect();
-    ok(&ListMcpServerStatusResponse {
-        data,
-        next_cursor: None,
-    })
+        .collect()
 }

@@ -74,7 +74,12 @@ fn open_options(
         Some(id) => Some(crate::approvals::mode_for_profile(id)?),
         None => o.approval_policy,
     };
+    let mcp_servers = match &o.config {
+        Some(config) => keel_mcp::config::from_overrides(config).map_err(RpcError::invalid)?,
+        None => Default::default(),
+    };
     Ok(OpenOptions {
+        mcp_servers,
         cwd: o.cwd.map(PathBuf::from),
         model: o.model,
         model_provider: o.model_provider,
@@ -100,6 +105,7 @@ pub async fn start(ctx: &mut RequestCtx, p: ThreadStartParams) -> Result<Reply, 
             },
         )),
     ));
+    crate::handlers::mcp::announce_own(ctx, &thread);
     ok(&response)
 }
 
@@ -136,6 +142,7 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
     }
     ctx.after.push(After::ReplayApprovals(thread.id.clone()));
     ctx.after.push(After::ResumeInterrupted(thread.id.clone()));
+    crate::handlers::mcp::announce_own(ctx, &thread);
     let mut response = session_response(ctx, &thread, turns);
     crate::metadata::decorate(&ctx.runtime.config.home, &mut response.thread).await;
     ok(&response)
@@ -169,6 +176,7 @@ pub async fn fork(ctx: &mut RequestCtx, p: ThreadForkParams) -> Result<Reply, Rp
             ThreadStartedNotification { thread: started },
         )),
     ));
+    crate::handlers::mcp::announce_own(ctx, &thread);
     ok(&response)
 }
 
