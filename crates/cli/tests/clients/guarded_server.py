@@ -6,7 +6,8 @@ and answers 401 to any request whose `Authorization` is not
 `Bearer $TOKEN_ENV` (the token is read from that environment variable, so
 it is never on a command line). Tools: `whoami` says which `X-Team` header
 came with the call; `ask` asks the client a question (elicitation) and
-says what the client answered. Started by crates/cli/tests/suite/mcp/.
+says what the client answered; `deploy`, annotated destructive, counts
+how many times it really ran. Started by crates/cli/tests/suite/mcp/.
 """
 
 import os
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 from starlette.responses import PlainTextResponse
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
 
 server = MCPServer("guarded")
 
@@ -37,6 +39,17 @@ async def ask(ctx: Context) -> str:
     """Asks the client whether to proceed, and reports the answer."""
     result = await ctx.elicit("Proceed with the deployment?", Confirm)
     return f"the client answered: {result.action}"
+
+
+deployments = 0
+
+
+@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+def deploy() -> str:
+    """Deploys (here: counts the deployments)."""
+    global deployments
+    deployments += 1
+    return f"deployed #{deployments}"
 
 
 class Guard:

@@ -134,3 +134,58 @@ async fn a_wrong_bearer_token_fails_the_server_with_a_clear_error() {
         list.stderr
     );
 }
+
+#[tokio::test]
+async fn a_tool_annotated_destructive_is_held_and_runs_only_after_allow() {
+    let Some(python) = super::super::clients::pip_client("mcp") else {
+        return;
+    };
+    let token = "guard-token-6262";
+    let server = guarded(&python, token).await;
+    let env = Env::new().await;
+    // No class configured: the server's annotations decide.
+    write_config(
+        &env,
+        &format!(
+            "[mcp_servers.guard]\nurl = \"http://127.0.0.1:{}/mcp\"\n\
+             bearer_token_env_var = \"GUARD_TOKEN\"\n",
+            server.port
+        ),
+    );
+    env.mock.push_all([
+        call("c1", "mcp__guard__deploy", json!({})),
+        MockResponse::text("not deployed"),
+        call("c2", "mcp__guard__deploy", json!({})),
+        MockResponse::text("deployed"),
+    ]);
+    let mut rpc = super::super::rpc::Rpc::start(env.rpc_cmd().env("GUARD_TOKEN", token)).await;
+    rpc.send(json!({"type": "prompt", "message": "deploy"}))
+        .await;
+    let req = rpc.approval_request().await;
+    assert_eq!(
+        (req["toolName"].clone(), req["class"].clone()),
+        (json!("mcp__guard__deploy"), json!("money")),
+        "{req}"
+    );
+    let id = req["id"].as_str().unwrap().to_owned();
+    rpc.decide(&id, "decline", json!({"note": "not today"}))
+        .await;
+    let end = rpc.tool_end("c1").await;
+    assert!(
+        super::super::approvals::result_text(&end).contains("not today"),
+        "{end}"
+    );
+    rpc.event("agent_end").await;
+    rpc.send(json!({"type": "prompt", "message": "deploy now"}))
+        .await;
+    let req = rpc.approval_request().await;
+    let id = req["id"].as_str().unwrap().to_owned();
+    rpc.decide(&id, "approve", json!({})).await;
+    let end = rpc.tool_end("c2").await;
+    // The server counts one deployment: the declined call never reached it.
+    assert!(
+        super::super::approvals::result_text(&end).contains("deployed #1"),
+        "{end}"
+    );
+    rpc.event("agent_end").await;
+}
