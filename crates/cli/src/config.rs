@@ -192,6 +192,9 @@ pub struct ProviderSection {
     pub grammar: Option<String>,
     /// `local` dialect: sampling temperature (default 0: greedy).
     pub temperature: Option<f32>,
+    /// `local` dialect: most MiB of evaluated prompts kept under
+    /// KEEL_HOME/cache/prompts (default 2048; 0: none).
+    pub prompt_cache_mb: Option<u64>,
 }
 
 /// `[retry]`: automatic retries of failed model calls.

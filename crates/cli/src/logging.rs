@@ -1,8 +1,11 @@
 //! Tracing setup: logs go to stderr (filtered by `RUST_LOG`, default `warn`)
 //! or to a file, never to stdout.
 //!
-//! Without `RUST_LOG` (the usual case) the filter is a plain level, so the
-//! directive parser and the per-span filter state are never set up.
+//! Without `RUST_LOG` (the usual case) the filter is a plain level per
+//! target, so the directive parser and the per-span filter state are never
+//! set up. llama.cpp's own lines (targets `llama.cpp` and `ggml`) show
+//! only when they are errors: its warnings are about model files a user
+//! cannot change (`RUST_LOG=llama.cpp=info` shows them).
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -23,8 +26,12 @@ macro_rules! install {
             Some(f) => $builder
                 .with_ansi(false)
                 .with_writer(Mutex::new(f))
-                .try_init(),
-            None => $builder.with_writer(std::io::stderr).try_init(),
+                .try_init()
+                .map_err(|e| e.to_string()),
+            None => $builder
+                .with_writer(std::io::stderr)
+                .try_init()
+                .map_err(|e| e.to_string()),
         }
     };
 }
@@ -46,7 +53,30 @@ pub fn init(file: Option<&Path>) -> anyhow::Result<LogGuard> {
         .and_then(|_| EnvFilter::try_from_default_env().ok());
     let installed = match env_filter {
         Some(filter) => install!(builder.with_env_filter(filter), file),
-        None => install!(builder.with_max_level(LevelFilter::WARN), file),
+        None => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            let targets = tracing_subscriber::filter::Targets::new()
+                .with_default(LevelFilter::WARN)
+                .with_target("llama.cpp", LevelFilter::ERROR)
+                .with_target("ggml", LevelFilter::ERROR);
+            let builder = builder.with_max_level(LevelFilter::WARN);
+            match file {
+                Some(f) => builder
+                    .with_ansi(false)
+                    .with_writer(Mutex::new(f))
+                    .finish()
+                    .with(targets)
+                    .try_init()
+                    .map_err(|e| e.to_string()),
+                None => builder
+                    .with_writer(std::io::stderr)
+                    .finish()
+                    .with(targets)
+                    .try_init()
+                    .map_err(|e| e.to_string()),
+            }
+        }
     };
     installed.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
     Ok(LogGuard)

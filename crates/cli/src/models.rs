@@ -159,14 +159,21 @@ pub fn local_spec(section: &ProviderSection) -> anyhow::Result<LocalSpec> {
         }
         spec.temperature = t;
     }
+    if let Some(mb) = section.prompt_cache_mb {
+        spec.prompt_cache_limit = mb.saturating_mul(1 << 20);
+    }
     Ok(spec)
 }
 
 /// For a local provider without a configured file: the packaged model the
-/// id names (or the file of that name) under `KEEL_HOME/models`.
+/// id names (or the file of that name) under `KEEL_HOME/models`. And its
+/// prompt cache, `KEEL_HOME/cache/prompts`.
 pub fn fill_model_path(spec: &mut ProviderSpec, home: &Path, model: &str) {
     if spec.dialect.is_local() && spec.local.model_path.as_os_str().is_empty() {
         spec.local.model_path = model_path_for(home, model);
+    }
+    if spec.dialect.is_local() && spec.local.prompt_cache.is_none() {
+        spec.local.prompt_cache = Some(prompt_cache_dir(home));
     }
 }
 
@@ -216,6 +223,11 @@ pub fn apply_threads(
     Ok(())
 }
 
+/// Where evaluated prompts of local models are kept.
+pub fn prompt_cache_dir(home: &Path) -> PathBuf {
+    home.join("cache").join("prompts")
+}
+
 /// The `[providers.NAME]` lines of `keel config show` for a local model.
 pub fn show_local(r: &crate::config::Resolved) {
     let mut spec = r.conf.spec();
@@ -245,6 +257,11 @@ pub fn show_local(r: &crate::config::Resolved) {
         ),
         format!("grammar = {:?}", grammar_name(l.grammar)),
         format!("temperature = {}", l.temperature),
+        format!(
+            "prompt_cache_mb = {}  # in {}",
+            l.prompt_cache_limit >> 20,
+            prompt_cache_dir(&r.home).display()
+        ),
     ];
     #[allow(clippy::print_stdout)]
     for line in lines {

@@ -250,6 +250,74 @@ mod exec {
         server.wait().await.unwrap();
     }
 
+    /// The last assistant message of an `exec --json` run.
+    fn answer_of(out: &keel_test_support::KeelOutput) -> Value {
+        let lines = out.json_lines().unwrap();
+        let end = lines
+            .iter()
+            .rev()
+            .find(|l| l["type"] == "agent_end")
+            .cloned()
+            .unwrap_or_else(|| panic!("no agent_end: {}", out.stderr));
+        end["messages"].as_array().unwrap().last().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn the_next_process_starts_from_the_prompt_cache_and_continue_from_its_conversation() {
+        let Some(model) = small_model() else { return };
+        let home = home_with_default_model(&model);
+        let ws = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            keel(home.path(), ws.path())
+                .env("RUST_LOG", "keel_llm=info")
+                .env("KEEL_THREADS", "2")
+                .args(["exec", "--json"])
+                .args(args.iter().copied())
+        };
+        let cold = run(&["--no-session", "Reply with one word: ready"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(cold.code(), Some(0), "{}", cold.stderr);
+        assert!(
+            cold.stderr
+                .contains("prompt cache: saved the system prompt and tools"),
+            "{}",
+            cold.stderr
+        );
+        let cold_answer = answer_of(&cold);
+        assert_eq!(cold_answer["usage"]["cacheRead"], 0, "{cold_answer}");
+        let warm = run(&["--no-session", "Reply with one word: ready"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(warm.code(), Some(0), "{}", warm.stderr);
+        assert!(warm.stderr.contains("prompt cache hit"), "{}", warm.stderr);
+        let warm_answer = answer_of(&warm);
+        // `--json` shows the hit: the prompt came from the cache.
+        let read = warm_answer["usage"]["cacheRead"].as_u64().unwrap();
+        assert!(read > 1000, "{warm_answer}");
+        assert!(
+            warm_answer["usage"]["input"].as_u64().unwrap() < 50,
+            "{warm_answer}"
+        );
+        assert_eq!(warm_answer["content"], cold_answer["content"]);
+
+        // A session, then `--continue` in a new process: it starts from the
+        // saved conversation, so only the new request is evaluated.
+        let first = run(&["Reply with one word: ready"]).run().await.unwrap();
+        assert_eq!(first.code(), Some(0), "{}", first.stderr);
+        let total = answer_of(&first)["usage"]["totalTokens"].as_u64().unwrap();
+        let next = run(&["--continue", "Reply with one word: done"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(next.code(), Some(0), "{}", next.stderr);
+        let answer = answer_of(&next);
+        let read = answer["usage"]["cacheRead"].as_u64().unwrap();
+        assert!(read + 8 >= total, "read {read} of {total}: {answer}");
+    }
+
     /// Keel in `mode_args` (`exec …`) on the small model,
     /// free to write long text.
     fn counting(

@@ -359,4 +359,111 @@ mod model {
         );
         assert!(err.message.contains("context_size"), "{err}");
     }
+
+    fn text_of(events: &[Result<ModelEvent>]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ModelEvent::TextDelta(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `.state` files of a prompt cache and their sizes.
+    fn state_files(root: &std::path::Path) -> Vec<(PathBuf, u64)> {
+        let mut out = Vec::new();
+        for dir in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let p = f.path();
+                if p.extension().is_some_and(|x| x == "state") {
+                    out.push((p.clone(), f.metadata().unwrap().len()));
+                }
+            }
+        }
+        out
+    }
+
+    /// One request on an engine of its own (as a new process has): the
+    /// provider, and with it the engine and its KV cache, is dropped after.
+    async fn fresh(spec: &LocalSpec, req: ModelRequest) -> Vec<Result<ModelEvent>> {
+        let provider = LocalProvider::new("local", spec.clone()).unwrap();
+        let events = collect(&provider, req).await;
+        drop(provider);
+        // The engine thread ends once its last handle is gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        events
+    }
+
+    #[tokio::test]
+    async fn the_prompt_cache_on_disk_serves_the_next_engine_and_changes_nothing() {
+        let Some(path) = small_model() else { return };
+        let cache = tempfile::tempdir().unwrap();
+        let spec = LocalSpec {
+            // An engine no other test shares (another context size).
+            context_size: 3072,
+            prompt_cache: Some(cache.path().to_path_buf()),
+            ..spec(path)
+        };
+        let ask = || {
+            request(
+                vec![user("Say hello in one short sentence.")],
+                vec![write_tool()],
+                12,
+            )
+        };
+        // Cold: the system prompt and tools are evaluated and saved.
+        let cold = fresh(&spec, ask()).await;
+        let cold_usage = usage(&cold);
+        assert!(cold_usage.cache_write > 50, "{cold_usage:?}");
+        assert_eq!(cold_usage.cache_read, 0, "{cold_usage:?}");
+        let saved = state_files(cache.path());
+        assert!(!saved.is_empty());
+        // Warm: a new engine loads them; the answer is the same (greedy).
+        let warm = fresh(&spec, ask()).await;
+        let warm_usage = usage(&warm);
+        assert!(
+            warm_usage.cache_read >= cold_usage.cache_write,
+            "cold {cold_usage:?}, warm {warm_usage:?}"
+        );
+        assert_eq!(warm_usage.cache_write, 0, "{warm_usage:?}");
+        assert!(warm_usage.input < cold_usage.input, "{warm_usage:?}");
+        assert_eq!(text_of(&warm), text_of(&cold));
+        // Another tool set: its fixed part is not saved yet, so it is
+        // evaluated (past what it shares with the saved one) and saved.
+        let mut other_tool = write_tool();
+        other_tool.name = "create".into();
+        let other = fresh(
+            &spec,
+            request(
+                vec![user("Say hello in one short sentence.")],
+                vec![other_tool],
+                12,
+            ),
+        )
+        .await;
+        assert!(usage(&other).cache_write > 0, "{:?}", usage(&other));
+        // Every state file cut short: ignored, removed, and rebuilt; the
+        // answer is still the same.
+        for (file, size) in state_files(cache.path()) {
+            let f = std::fs::File::options().write(true).open(&file).unwrap();
+            f.set_len(size / 2).unwrap();
+        }
+        let rebuilt = fresh(&spec, ask()).await;
+        let rebuilt_usage = usage(&rebuilt);
+        assert!(rebuilt_usage.cache_write > 50, "{rebuilt_usage:?}");
+        assert_eq!(rebuilt_usage.cache_read, 0, "{rebuilt_usage:?}");
+        assert_eq!(text_of(&rebuilt), text_of(&cold));
+        let again = state_files(cache.path());
+        assert!(
+            again
+                .iter()
+                .any(|(_, size)| saved.iter().any(|(_, s)| s == size)),
+            "saved {saved:?}, now {again:?}"
+        );
+    }
 }

@@ -37,6 +37,7 @@ use super::grammar::text_grammar;
 use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
 use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
+use super::prompt_cache::PromptStore;
 use super::resources::{self, ModelShape};
 use super::template::{ChatTemplate, template_messages};
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
@@ -58,6 +59,8 @@ the output was.";
 struct Attempt {
     input: u64,
     reused: u64,
+    /// Tokens evaluated and saved to the prompt cache on disk.
+    written: u64,
     generated: u64,
     total: u64,
     calls: Vec<ParsedCall>,
@@ -172,12 +175,21 @@ fn thread_main(spec: LocalSpec, rx: std_mpsc::Receiver<Job>) {
             return fail_all(err, first, rx);
         }
     };
+    let store = spec.prompt_cache.as_ref().and_then(|root| {
+        PromptStore::open(
+            root,
+            &spec.model_path,
+            context_size,
+            spec.prompt_cache_limit,
+        )
+    });
     let mut engine = Loaded {
         spec: &spec,
         model: &model,
         template,
         ctx,
         cache: PrefixCache::default(),
+        store,
     };
     let mut job = first;
     loop {
@@ -287,13 +299,15 @@ fn check_memory(path: &Path) -> Result<()> {
 }
 
 /// A loaded model with its context and what the KV cache holds.
-struct Loaded<'m> {
+pub(super) struct Loaded<'m> {
     spec: &'m LocalSpec,
-    model: &'m LlamaModel,
+    pub(super) model: &'m LlamaModel,
     template: ChatTemplate,
-    ctx: LlamaContext<'m>,
+    pub(super) ctx: LlamaContext<'m>,
     /// The tokens whose keys and values are in the cache, and their text.
-    cache: PrefixCache<LlamaToken>,
+    pub(super) cache: PrefixCache<LlamaToken>,
+    /// Evaluated prompts on disk, when configured.
+    store: Option<PromptStore>,
 }
 
 impl Loaded<'_> {
@@ -332,11 +346,23 @@ impl Loaded<'_> {
             Some(keel_protocol::Message::User(_))
         );
         let mut grammar = tool_grammar(&request.tools, self.spec.grammar, after_user);
+        // The part of every prompt of this system prompt and tool set (the
+        // chat template's system turn): what the prompt cache keeps.
+        let fixed = self
+            .template
+            .render(
+                &template_messages(&request.system_prompt, &[]),
+                &request.tools,
+                false,
+            )
+            .ok()
+            .filter(|f| !f.is_empty() && prompt.starts_with(f.as_str()));
         let mut usage = Usage::default();
         let mut started = false;
         loop {
             let out = self.attempt(
                 &prompt,
+                fixed.as_deref(),
                 request,
                 grammar.as_deref(),
                 events,
@@ -346,6 +372,7 @@ impl Loaded<'_> {
             usage.input += out.input;
             usage.cache_read = usage.cache_read.max(out.reused);
             usage.output += out.generated;
+            usage.cache_write += out.written;
             usage.total_tokens = out.total;
             // A call the model already has the result of, asked for again
             // (see `is_repeat`): make it answer in text instead (once). The
@@ -379,6 +406,12 @@ impl Loaded<'_> {
             } else {
                 StopReason::ToolUse
             };
+            if fresh.is_empty()
+                && stop == StopReason::Stop
+                && let Some(store) = self.store.clone()
+            {
+                self.save_conversation(&store);
+            }
             send_calls(events, fresh);
             let _ = events.send(Ok(ModelEvent::Usage(usage)));
             let _ = events.send(Ok(ModelEvent::Finish { stop_reason: stop }));
@@ -388,15 +421,32 @@ impl Loaded<'_> {
 
     /// One generation for `prompt`: text is sent as it comes, calls are
     /// returned. Sends `Start` first unless `started`.
+    #[allow(clippy::too_many_arguments)]
     fn attempt(
         &mut self,
         prompt: &str,
+        fixed: Option<&str>,
         request: &ModelRequest,
         grammar: Option<&str>,
         events: &mpsc::UnboundedSender<Result<ModelEvent>>,
         cancel: &CancellationToken,
         started: &mut bool,
     ) -> Result<Attempt> {
+        // A fresh context starts from the prompt saved on disk that shares
+        // the longest start with this one; when the fixed part (system
+        // prompt and tools) is not saved, it is evaluated first and saved
+        // for the processes after this one.
+        let mut written = 0;
+        if self.cache.len() == 0
+            && let Some(store) = self.store.clone()
+        {
+            self.restore(&store, prompt);
+            if let Some(fixed) = fixed
+                && !store.has(fixed.as_bytes())
+            {
+                written = self.warm(&store, fixed, cancel)?;
+            }
+        }
         // Keep what the cache already holds of this prompt; tokenize the rest.
         let (mut reused, mut start) = self.cache.plan(prompt.as_bytes());
         if !self.keep(reused) {
@@ -493,8 +543,9 @@ impl Loaded<'_> {
             "local model call"
         );
         Ok(Attempt {
-            input: tokens.len() as u64,
-            reused: reused as u64,
+            input: (tokens.len() + written) as u64,
+            reused: reused.saturating_sub(written) as u64,
+            written: written as u64,
             generated: generated as u64,
             total: (prompt_tokens + generated) as u64,
             calls,
@@ -526,7 +577,7 @@ impl Loaded<'_> {
     /// Drops everything from the KV cache after its first `k` tokens
     /// (also what an interrupted evaluation left there). `false` when the
     /// model cannot cut its cache and all of it was dropped.
-    fn keep(&mut self, k: usize) -> bool {
+    pub(super) fn keep(&mut self, k: usize) -> bool {
         let removed = self
             .ctx
             .clear_kv_cache_seq(Some(0), Some(k as u32), None)
@@ -542,7 +593,7 @@ impl Loaded<'_> {
 
     /// Evaluates `tokens` after the cache, in batches; logits are kept for
     /// the last one.
-    fn eval(&mut self, tokens: &[LlamaToken], cancel: &CancellationToken) -> Result<()> {
+    pub(super) fn eval(&mut self, tokens: &[LlamaToken], cancel: &CancellationToken) -> Result<()> {
         let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
         let n = tokens.len();
         let base = self.cache.len();

@@ -42,9 +42,13 @@ impl<T: Copy> PrefixCache<T> {
     }
 
     /// The cached text.
-    #[cfg(test)]
     pub fn text(&self) -> &[u8] {
         &self.text
+    }
+
+    /// The cached tokens.
+    pub fn tokens(&self) -> &[T] {
+        &self.tokens
     }
 
     /// How many cached tokens to keep for `prompt`, and how many bytes of

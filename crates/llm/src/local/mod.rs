@@ -23,16 +23,20 @@
 pub mod grammar;
 mod kv;
 pub mod parse;
+mod prompt_cache;
 pub mod resources;
 pub(crate) mod settings;
 pub mod template;
 
+#[cfg(feature = "local")]
+mod disk_state;
 #[cfg(feature = "local")]
 mod engine;
 #[cfg(feature = "local")]
 mod provider;
 
 pub use grammar::GrammarMode;
+pub use prompt_cache::DEFAULT_LIMIT as DEFAULT_PROMPT_CACHE_LIMIT;
 #[cfg(feature = "local")]
 pub use provider::LocalProvider;
 pub use resources::default_threads;

@@ -28,6 +28,11 @@ pub struct LocalSpec {
     pub temperature: f32,
     /// Seed of the sampler when `temperature > 0`.
     pub seed: u32,
+    /// Where evaluated prompts are kept for later processes (see
+    /// `prompt_cache`); `None`: nowhere.
+    pub prompt_cache: Option<PathBuf>,
+    /// Most bytes the prompt cache may hold (all models together).
+    pub prompt_cache_limit: u64,
 }
 
 impl Default for LocalSpec {
@@ -39,6 +44,8 @@ impl Default for LocalSpec {
             grammar: GrammarMode::Auto,
             temperature: 0.0,
             seed: 0x6b65_656c,
+            prompt_cache: None,
+            prompt_cache_limit: super::prompt_cache::DEFAULT_LIMIT,
         }
     }
 }
