@@ -1,4 +1,8 @@
 //! The system prompt: who the agent is, the workspace, the date, the tools.
+//!
+//! The date and the workspace come last, starting with
+//! `keel_llm::local::template::RUN_FACTS`: the local dialect moves them
+//! after the tools so that what comes before is the same in every run.
 
 use std::path::Path;
 
@@ -64,5 +68,13 @@ mod tests {
         assert!(p.contains("Current date: 2026-11-30"));
         assert!(p.contains("Current working directory: /ws/proj"));
         assert!(p.contains("# Project instructions\n\nUse tabs."));
+        // The local dialect finds this run's facts (date, workspace) by
+        // their start and keeps everything before them on disk.
+        let (stable, facts) = keel_llm::local::template::split_run_facts(&p);
+        assert!(!stable.contains("2026-11-30") && !stable.contains("/ws/proj"));
+        assert_eq!(
+            facts,
+            Some("Current date: 2026-11-30\nCurrent working directory: /ws/proj\n")
+        );
     }
 }

@@ -39,7 +39,7 @@ use super::kv::PrefixCache;
 use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
 use super::prompt_cache::PromptStore;
 use super::resources::{self, ModelShape};
-use super::template::{ChatTemplate, template_messages};
+use super::template::{ChatTemplate, split_run_facts, template_messages, template_messages_split};
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
 
 /// Prompt tokens evaluated per `decode` call: cancellation is checked
@@ -335,11 +335,24 @@ impl Loaded<'_> {
         events: &mpsc::UnboundedSender<Result<ModelEvent>>,
         cancel: &CancellationToken,
     ) -> Result<()> {
-        let mut messages = template_messages(&request.system_prompt, &request.messages);
-        let mut prompt = self
-            .template
-            .render(&messages, &request.tools, true)
-            .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
+        // The run's facts (date, workspace) go after the tools when the
+        // chat template takes a second system turn; else as they are.
+        let split =
+            template_messages_split(&request.system_prompt, &request.messages).and_then(|m| {
+                let p = self.template.render(&m, &request.tools, true).ok()?;
+                Some((m, p, split_run_facts(&request.system_prompt).0))
+            });
+        let (mut messages, mut prompt, fixed_system) = match split {
+            Some(s) => s,
+            None => {
+                let m = template_messages(&request.system_prompt, &request.messages);
+                let p = self
+                    .template
+                    .render(&m, &request.tools, true)
+                    .map_err(|e| Error::new(ErrorKind::BadRequest, e.to_string()))?;
+                (m, p, request.system_prompt.as_str())
+            }
+        };
         tracing::trace!(%prompt, "local model prompt");
         let after_user = matches!(
             request.messages.last(),
@@ -350,11 +363,7 @@ impl Loaded<'_> {
         // chat template's system turn): what the prompt cache keeps.
         let fixed = self
             .template
-            .render(
-                &template_messages(&request.system_prompt, &[]),
-                &request.tools,
-                false,
-            )
+            .render(&template_messages(fixed_system, &[]), &request.tools, false)
             .ok()
             .filter(|f| !f.is_empty() && prompt.starts_with(f.as_str()));
         let mut usage = Usage::default();

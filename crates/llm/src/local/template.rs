@@ -189,6 +189,36 @@ fn schema_value(schema: &Value) -> MjValue {
     }))
 }
 
+/// Where the facts of one run start in keel's system prompt: the date and
+/// the workspace, its last lines (keel-core's `prompt` puts them there).
+pub const RUN_FACTS: &str = "\nCurrent date: ";
+
+/// `system` as what stays the same from run to run, and the facts of this
+/// run ([`RUN_FACTS`] to the end), when it has them.
+pub fn split_run_facts(system: &str) -> (&str, Option<&str>) {
+    match system.rfind(RUN_FACTS) {
+        Some(at) => (&system[..at], Some(system[at..].trim_start_matches('\n'))),
+        None => (system, None),
+    }
+}
+
+/// [`template_messages`] with the run's facts ([`split_run_facts`]) as a
+/// system turn of their own after the first: the prompt up to them (the
+/// system prompt and the tools) is then the same in every workspace and on
+/// every day, so a saved evaluation of it serves them all. `None` when
+/// `system` has no such facts.
+pub fn template_messages_split(
+    system: &str,
+    messages: &[keel_protocol::Message],
+) -> Option<Vec<Value>> {
+    let (stable, facts) = split_run_facts(system);
+    let facts = facts?;
+    let mut out = template_messages(stable, messages);
+    let at = usize::from(!stable.is_empty());
+    out.insert(at, json!({"role": "system", "content": facts}));
+    Some(out)
+}
+
 /// keel's history as the OpenAI-style list chat templates expect, with
 /// `system` first when it is not empty.
 pub fn template_messages(system: &str, messages: &[keel_protocol::Message]) -> Vec<Value> {

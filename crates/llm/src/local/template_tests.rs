@@ -210,3 +210,46 @@ fn first_sentences() {
     assert_eq!(first_sentence("  One line.  "), "One line.");
     assert_eq!(first_sentence("Title\n\nBody. More"), "Title");
 }
+
+#[test]
+fn the_runs_facts_follow_the_tools_so_what_precedes_them_is_the_same_everywhere() {
+    let system = |cwd: &str| {
+        format!("You are keel.\n\nCurrent date: 2026-12-03\nCurrent working directory: {cwd}\n")
+    };
+    assert_eq!(
+        split_run_facts(&system("/a")),
+        (
+            "You are keel.\n",
+            Some("Current date: 2026-12-03\nCurrent working directory: /a\n")
+        )
+    );
+    assert_eq!(split_run_facts("Custom prompt"), ("Custom prompt", None));
+    assert!(template_messages_split("Custom prompt", &[user("hi")]).is_none());
+    let render = |cwd: &str| {
+        let m = template_messages_split(&system(cwd), &[user("go")]).unwrap();
+        qwen().render(&m, &[bash_tool()], true).unwrap()
+    };
+    let (a, b) = (render("/a"), render("/b"));
+    let fixed = qwen()
+        .render(
+            &template_messages("You are keel.\n", &[]),
+            &[bash_tool()],
+            false,
+        )
+        .unwrap();
+    // The system prompt and the tools come first, the same in both.
+    assert!(
+        a.starts_with(&fixed) && b.starts_with(&fixed),
+        "{a}\n---\n{fixed}"
+    );
+    assert!(fixed.contains("<tools>") && !fixed.contains("Current date"));
+    // Then the facts, as a system turn of their own, then the request.
+    let rest = &a[fixed.len()..];
+    assert!(
+        rest.starts_with(
+            "<|im_start|>system\nCurrent date: 2026-12-03\nCurrent working directory: /a"
+        ),
+        "{rest}"
+    );
+    assert!(rest.contains("<|im_start|>user\ngo<|im_end|>"), "{rest}");
+}
