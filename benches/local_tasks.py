@@ -6,7 +6,7 @@ prompt cache.
 Usage:
   python3 benches/local_tasks.py [--keel PATH] [--model-path FILE] [--model ID]
                                  [--threads N] [--config TOML_LINE ...]
-                                 [--only NAME ...] [--repeat N] [--json OUT]
+                                 [--toml TEXT] [--only NAME ...] [--repeat N] [--json OUT]
 
 Every task runs `keel exec --json --no-session --approval-mode money_only TASK` in a
 scratch workspace of its own (set up with the files the task needs), under one
@@ -25,7 +25,8 @@ second starts from the prompt cache.
 Defaults: the release build (target/release/keel, built with --features local),
 the default model (qwen2.5-coder-1.5b-instruct, from ~/.keel/models or
 --model-path), 2 threads. `--config 'grammar = "call-first"'` adds a line to
-[providers.local] (for comparing settings). Nothing is reached over the network.
+[providers.local] and `--toml TEXT` appends TEXT to config.toml (for comparing
+settings, e.g. a [[models]] entry with compact_tools). Nothing is reached over the network.
 """
 import argparse
 import json
@@ -263,7 +264,7 @@ def model_calls(events):
     return sum(1 for v in events if v.get("type") == "message_end" and v["message"].get("role") == "assistant")
 
 
-def home_with(model_path, model_id, config_lines, context):
+def home_with(model_path, model_id, config_lines, context, toml=""):
     home = tempfile.mkdtemp(prefix="keel-tasks-home-")
     os.makedirs(os.path.join(home, "models"))
     name = os.path.basename(model_path)
@@ -272,6 +273,7 @@ def home_with(model_path, model_id, config_lines, context):
     lines.append(f'model_path = "{os.path.abspath(model_path)}"')
     lines.append(f"context_size = {context}")
     lines += config_lines
+    lines.append(toml)
     with open(os.path.join(home, "config.toml"), "w") as f:
         f.write("\n".join(lines) + "\n")
     return home
@@ -285,6 +287,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--context", type=int, default=8192)
     ap.add_argument("--config", action="append", default=[])
+    ap.add_argument("--toml", default="", help="text appended to config.toml (e.g. a [[models]] entry)")
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-ttft", action="store_true")
@@ -298,11 +301,11 @@ def main():
         sys.exit(f"local_tasks: no model file {model_path}: run `keel models pull` or pass --model-path")
     if not os.access(a.keel, os.X_OK):
         sys.exit(f"local_tasks: no keel at {a.keel}: cargo build --release -p keel-cli --features local")
-    report = {"model": a.model, "config": a.config, "threads": a.threads, "tasks": [], "ttft": {}}
+    report = {"model": a.model, "config": a.config, "toml": a.toml, "threads": a.threads, "tasks": [], "ttft": {}}
     load = os.getloadavg()[0]
 
     if not a.no_ttft:
-        home = home_with(model_path, a.model, a.config, a.context)
+        home = home_with(model_path, a.model, a.config, a.context, a.toml)
         ws = tempfile.mkdtemp(prefix="keel-ttft-")
         for label in ("cold", "warm"):
             _, err, wall, first = exec_keel(a.keel, home, ws, a.threads, "Reply with one word: ready")
@@ -311,7 +314,7 @@ def main():
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(ws, ignore_errors=True)
 
-    home = home_with(model_path, a.model, a.config, a.context)
+    home = home_with(model_path, a.model, a.config, a.context, a.toml)
     for rnd in range(a.repeat):
         for name, tree, prompt, check in TASKS:
             if a.only and name not in a.only:

@@ -60,6 +60,9 @@ pub struct ModelInfo {
     pub thinking_levels: Vec<ThinkingLevel>,
     /// Whether the model accepts images.
     pub images: bool,
+    /// Offer it the compact form of each tool
+    /// (`keel_llm::ModelEntry::compact_tools`).
+    pub compact_tools: bool,
 }
 
 impl ModelInfo {
@@ -75,6 +78,7 @@ impl ModelInfo {
             pricing: entry.cost.into(),
             thinking_levels: entry.thinking_levels.clone(),
             images: entry.supports_images(),
+            compact_tools: entry.compact_tools,
         }
     }
 
@@ -104,6 +108,7 @@ impl ModelInfo {
             thinking_levels: self.thinking_levels.clone(),
             cost: ModelCost::default(),
             aliases: Vec::new(),
+            compact_tools: self.compact_tools,
         };
         keel_llm::effective_thinking(&entry, requested)
     }

@@ -371,7 +371,19 @@ fn retry_delay(
 fn model_request(ctx: &RunCtx) -> (ModelRequest, Arc<dyn keel_llm::Provider>) {
     let mut guard = lock(&ctx.shared);
     let s = &mut *guard;
-    let tools: Vec<_> = s.tools.iter().map(|t| t.spec()).collect();
+    let compact = s.config.model.compact_tools;
+    let tools: Vec<_> = s
+        .tools
+        .iter()
+        .map(|t| {
+            let spec = t.spec();
+            if compact {
+                keel_tools::compact::compact_spec(&spec)
+            } else {
+                spec
+            }
+        })
+        .collect();
     let system = effective_system_prompt(&s.config, &tools, &ctx.deps.clock.today());
     (
         ModelRequest {

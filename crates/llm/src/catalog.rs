@@ -125,6 +125,10 @@ pub struct ModelEntry {
     pub cost: ModelCost,
     /// Other ids that name this model.
     pub aliases: Vec<String>,
+    /// Offer the model the compact form of each tool (first sentences,
+    /// required parameters only): for small local models.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compact_tools: bool,
 }
 
 impl ModelEntry {
@@ -166,6 +170,7 @@ impl ModelEntry {
                 cache_write,
             },
             aliases: row.aliases.iter().map(|a| (*a).to_owned()).collect(),
+            compact_tools: row.compact_tools,
         }
     }
 
@@ -182,6 +187,7 @@ impl ModelEntry {
             thinking_levels: vec![ThinkingLevel::Off],
             cost: ModelCost::default(),
             aliases: Vec::new(),
+            compact_tools: false,
         }
     }
 }
@@ -280,6 +286,9 @@ pub struct ModelConfig {
     pub cost: Option<ModelCost>,
     #[serde(default)]
     pub aliases: Option<Vec<String>>,
+    /// See [`ModelEntry::compact_tools`].
+    #[serde(default)]
+    pub compact_tools: Option<bool>,
 }
 
 impl ModelConfig {
@@ -318,6 +327,9 @@ impl ModelConfig {
         }
         if let Some(aliases) = &self.aliases {
             entry.aliases = aliases.clone();
+        }
+        if let Some(compact) = self.compact_tools {
+            entry.compact_tools = compact;
         }
     }
 

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod bounded;
 mod builtins;
 pub mod child_env;
+pub mod compact;
 mod error;
 pub mod git_drivers;
 pub mod host;

@@ -173,3 +173,32 @@ async fn thinking_levels_are_clamped_to_the_model() {
         })
     ));
 }
+
+#[tokio::test]
+async fn a_model_marked_compact_gets_the_compact_form_of_each_tool() {
+    let mut h = harness(vec![], vec![]);
+    let handle = h.session.handle();
+    let small = ScriptedProvider::new(vec![text("one")]);
+    let model = ModelInfo {
+        id: "small".into(),
+        compact_tools: true,
+        ..ModelInfo::default()
+    };
+    handle.set_model(model, small.clone()).await.unwrap();
+    handle.set_tools(vec![Arc::new(keel_tools::ReadTool)]);
+    h.prompt("hi").await;
+    h.run_to_end().await;
+    let req = &small.requests()[0];
+    let read = &req.tools[0];
+    assert_eq!(read.description, "Read the contents of a file.");
+    let props = read.parameters["properties"].as_object().unwrap();
+    assert_eq!(props.keys().collect::<Vec<_>>(), vec!["path"]);
+    // The system prompt lists it by the same short description.
+    assert!(
+        req.system_prompt
+            .contains("- read: Read the contents of a file.\n")
+    );
+    // The full form otherwise.
+    let full = keel_tools::ReadTool.spec();
+    assert!(full.parameters["properties"].get("offset").is_some());
+}

@@ -30,6 +30,8 @@ pub(super) struct Row {
     pub levels: &'static [ThinkingLevel],
     /// Input, output, cache read, cache write.
     pub cost: [f64; 4],
+    /// See `ModelEntry::compact_tools`.
+    pub compact_tools: bool,
 }
 
 const NO_REASONING: &[ThinkingLevel] = &[Off];
@@ -60,6 +62,7 @@ const fn openai(
         images,
         levels,
         cost,
+        compact_tools: false,
     }
 }
 
@@ -81,6 +84,7 @@ const fn claude(
         images: true,
         levels: BUDGETS,
         cost,
+        compact_tools: false,
     }
 }
 
@@ -96,6 +100,7 @@ const fn local(provider: &'static str, name: &'static str) -> Row {
         images: false,
         levels: NO_REASONING,
         cost: [0.0; 4],
+        compact_tools: false,
     }
 }
 
@@ -113,6 +118,7 @@ const fn in_process(id: &'static str, name: &'static str) -> Row {
         images: false,
         levels: NO_REASONING,
         cost: [0.0; 4],
+        compact_tools: false,
     }
 }
 

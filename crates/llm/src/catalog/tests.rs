@@ -145,6 +145,7 @@ fn user_entries_override_and_extend() {
         id = "qwen3:32b"
         input = ["text", "image"]
         thinking_levels = ["high", "off", "low", "low"]
+        compact_tools = true
 
         [[models]]
         provider = "corp"
@@ -174,6 +175,8 @@ fn user_entries_override_and_extend() {
     assert_eq!(qwen.matched, Match::Exact);
     assert_eq!(qwen.entry.thinking_levels, [Off, Low, High]);
     assert!(qwen.entry.supports_images());
+    assert!(qwen.entry.compact_tools);
+    assert!(!sonnet.compact_tools);
     assert_eq!(
         qwen.entry.context_window, 32_768,
         "from the provider default"

@@ -40,6 +40,7 @@ use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
 use super::prompt_cache::PromptStore;
 use super::resources::{self, ModelShape};
 use super::template::{ChatTemplate, split_run_facts, template_messages, template_messages_split};
+use super::unescape::Unescape;
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
 
 /// Prompt tokens evaluated per `decode` call: cancellation is checked
@@ -501,11 +502,15 @@ impl Loaded<'_> {
         let mut generated = 0usize;
         let mut stop = StopReason::Length;
         let mut calls = Vec::new();
+        let mut unescape = Unescape::default();
         let mut take = |pieces: Vec<Piece>| {
             for piece in pieces {
                 match piece {
                     Piece::Text(t) => {
-                        let _ = events.send(Ok(ModelEvent::TextDelta(t)));
+                        let t = unescape.push(&t);
+                        if !t.is_empty() {
+                            let _ = events.send(Ok(ModelEvent::TextDelta(t)));
+                        }
                     }
                     Piece::Call(c) => calls.push(c),
                 }
@@ -538,6 +543,10 @@ impl Loaded<'_> {
             take(splitter.push(&String::from_utf8_lossy(&bytes)));
         }
         take(splitter.finish());
+        let held = unescape.finish();
+        if !held.is_empty() {
+            let _ = events.send(Ok(ModelEvent::TextDelta(held)));
+        }
         let gen_time = gen_started.elapsed();
         tracing::info!(
             prompt_tokens,

@@ -27,6 +27,7 @@ mod prompt_cache;
 pub mod resources;
 pub(crate) mod settings;
 pub mod template;
+mod unescape;
 
 #[cfg(feature = "local")]
 mod disk_state;
