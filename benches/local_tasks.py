@@ -20,7 +20,8 @@ code (a literal backslash-n) instead of text.
 Before the tasks: time to first token. `keel exec "Reply with one word: ready"` runs
 twice in a fresh KEEL_HOME; for each, the time from spawning keel to its first
 text delta on stdout. The first run evaluates the whole prompt and saves it, the
-second starts from the prompt cache.
+second starts from the prompt cache. They run with `grammar = "auto"` (a text
+answer streams token by token; a tool call is sent once whole).
 
 Defaults: the release build (target/release/keel, built with --features local),
 the default model (qwen2.5-coder-1.5b-instruct, from ~/.keel/models or
@@ -305,7 +306,9 @@ def main():
     load = os.getloadavg()[0]
 
     if not a.no_ttft:
-        home = home_with(model_path, a.model, a.config, a.context, a.toml)
+        # A text answer streams token by token (a call is sent once it is
+        # whole), so the first token is measured with `grammar = "auto"`.
+        home = home_with(model_path, a.model, a.config + ['grammar = "auto"'], a.context, a.toml)
         ws = tempfile.mkdtemp(prefix="keel-ttft-")
         for label in ("cold", "warm"):
             _, err, wall, first = exec_keel(a.keel, home, ws, a.threads, "Reply with one word: ready")

@@ -406,6 +406,8 @@ mod model {
         let spec = LocalSpec {
             // An engine no other test shares (another context size).
             context_size: 3072,
+            // Text or a call: the answer's text is compared.
+            grammar: GrammarMode::Auto,
             prompt_cache: Some(cache.path().to_path_buf()),
             ..spec(path)
         };

@@ -105,7 +105,10 @@ const fn local(provider: &'static str, name: &'static str) -> Row {
 }
 
 /// A GGUF model run in-process (provider `local`, [`crate::local`]): the
-/// context keel allocates by default, no price.
+/// context keel allocates by default, no price, and the compact tools (on
+/// keel's task set, `benches/local_tasks.py`, the packaged Qwen models
+/// pass more tasks with them; see the README). `[[models]]` with
+/// `compact_tools = false` gives a bigger model the full ones.
 const fn in_process(id: &'static str, name: &'static str) -> Row {
     Row {
         provider: "local",
@@ -118,7 +121,7 @@ const fn in_process(id: &'static str, name: &'static str) -> Row {
         images: false,
         levels: NO_REASONING,
         cost: [0.0; 4],
-        compact_tools: false,
+        compact_tools: true,
     }
 }
 

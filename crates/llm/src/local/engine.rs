@@ -27,7 +27,6 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::model::params::LlamaModelParams;
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +37,7 @@ use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
 use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
 use super::prompt_cache::PromptStore;
+use super::sampler::Sampler;
 use super::resources::{self, ModelShape};
 use super::template::{ChatTemplate, split_run_facts, template_messages, template_messages_split};
 use super::unescape::Unescape;
@@ -51,10 +51,34 @@ const PROMPT_BATCH: usize = 128;
 static TEXT_ONLY: std::sync::LazyLock<String> = std::sync::LazyLock::new(text_grammar);
 
 /// What the model reads when it asked again for a call whose result it
-/// already has: answer now, in words.
-const ANSWER_NOW: &str = "You already have the results of the tools you called above. \
-Do not call a tool again. Answer my request now in plain text: say what you did and what \
-the output was.";
+/// already has: answer now, in words. It repeats the request (a small
+/// model that is only told it has the results answers that it called
+/// nothing) and names what the answer must hold.
+fn answer_now(request: &ModelRequest) -> String {
+    let asked = request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            keel_protocol::Message::User(u) => Some(
+                u.content
+                    .iter()
+                    .filter_map(|b| match b {
+                        keel_protocol::ContentBlock::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default();
+    format!(
+        "The tool results above are all you need. My request was: {asked}\n\
+         Answer it now in plain text, without calling a tool: say what you did, and give \
+         the result I asked for (the number, the name, or what the command printed)."
+    )
+}
 
 /// What one generation produced.
 struct Attempt {
@@ -403,7 +427,7 @@ impl Loaded<'_> {
                     calls = out.calls.len(),
                     "local model repeated a call; asking for an answer"
                 );
-                messages.push(serde_json::json!({"role": "user", "content": ANSWER_NOW}));
+                messages.push(serde_json::json!({"role": "user", "content": answer_now(request)}));
                 prompt = self
                     .template
                     .render(&messages, &request.tools, true)
@@ -474,7 +498,12 @@ impl Loaded<'_> {
                 ),
             ));
         }
-        let mut sampler = self.sampler(grammar)?;
+        let mut sampler = Sampler::new(
+            self.model,
+            grammar,
+            self.spec.temperature,
+            self.spec.seed,
+        )?;
         if !*started {
             *started = true;
             let _ = events.send(Ok(ModelEvent::Start { response_id: None }));
@@ -521,7 +550,7 @@ impl Loaded<'_> {
             if cancel.is_cancelled() || events.is_closed() {
                 return Err(Error::cancelled());
             }
-            let token = sampler.sample(&self.ctx, -1);
+            let token = sampler.sample(&self.ctx);
             if vocab.is_eog(token) {
                 stop = StopReason::Stop;
                 break;
@@ -569,27 +598,6 @@ impl Loaded<'_> {
             calls,
             stop,
         })
-    }
-
-    fn sampler(&self, grammar: Option<&str>) -> Result<LlamaSampler> {
-        let mut chain = Vec::new();
-        if let Some(g) = grammar {
-            chain.push(LlamaSampler::grammar(self.model, g, "root").map_err(|e| {
-                Error::new(
-                    ErrorKind::BadRequest,
-                    format!("cannot build the tool-call grammar ({e}); set [providers.local] grammar = \"off\" to go without"),
-                )
-            })?);
-        }
-        if self.spec.temperature > 0.0 {
-            chain.push(LlamaSampler::top_k(40));
-            chain.push(LlamaSampler::top_p(0.9, 1));
-            chain.push(LlamaSampler::temp(self.spec.temperature));
-            chain.push(LlamaSampler::dist(self.spec.seed));
-        } else {
-            chain.push(LlamaSampler::greedy());
-        }
-        Ok(LlamaSampler::chain_simple(chain))
     }
 
     /// Drops everything from the KV cache after its first `k` tokens

@@ -35,6 +35,8 @@ mod disk_state;
 mod engine;
 #[cfg(feature = "local")]
 mod provider;
+#[cfg(feature = "local")]
+mod sampler;
 
 pub use grammar::GrammarMode;
 pub use prompt_cache::DEFAULT_LIMIT as DEFAULT_PROMPT_CACHE_LIMIT;

@@ -40,6 +40,21 @@ fn result_for(env: &Env, id: &str) -> String {
     super::sandbox::result_for(env, id)
 }
 
+/// The tool names of a request body the mock model received.
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The tool names offered in model request `i`.
+fn offered(env: &Env, i: usize) -> Vec<String> {
+    tool_names(&env.mock.requests()[i].body)
+}
+
 fn write_config(env: &Env, text: &str) {
     std::fs::write(env.home.path().join("config.toml"), text).unwrap();
 }
@@ -89,12 +104,7 @@ async fn tools_of_published_servers_reach_the_model_and_answer() {
     // The hanging server delayed the run by its startup timeout, no more.
     assert!(started.elapsed() < Duration::from_secs(60));
     let first = &env.mock.requests()[0].body;
-    let offered: Vec<String> = first["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect();
+    let offered = tool_names(first);
     assert!(
         offered.contains(&"mcp__everything__echo".to_owned()),
         "{offered:?}"
@@ -578,12 +588,7 @@ async fn an_rpc_host_sets_the_mcp_servers_of_its_sessions() {
         .await;
     rpc.event("agent_end").await;
     let last = env.mock.last_request().unwrap().body;
-    let names: Vec<String> = last["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect();
+    let names = tool_names(&last);
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
     assert!(names.contains(&"bash".to_owned()));
 }
@@ -652,14 +657,7 @@ async fn a_workspace_names_servers_that_start_only_once_trusted() {
         ),
     )
     .unwrap();
-    let offered = |env: &Env| -> Vec<String> {
-        env.mock.requests().last().unwrap().body["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let offered = |env: &Env| tool_names(&env.mock.last_request().unwrap().body);
     env.mock.push_all([MockResponse::text("untrusted")]);
     let run = env.exec().arg("hi").run().await.unwrap();
     assert_eq!(run.code(), Some(0), "{}", run.stderr);
@@ -696,14 +694,7 @@ async fn a_changed_tool_list_is_offered_from_the_next_model_call() {
     ]);
     let run = env.exec().arg("unlock it").run().await.unwrap();
     assert_eq!(run.code(), Some(0), "{}", run.stderr);
-    let names = |i: usize| -> Vec<String> {
-        env.mock.requests()[i].body["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let names = |i: usize| offered(&env, i);
     assert!(!names(0).contains(&"mcp__lock__secret".to_owned()));
     assert!(
         names(1).contains(&"mcp__lock__secret".to_owned()),

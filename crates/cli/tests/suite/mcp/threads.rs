@@ -7,17 +7,7 @@ use keel_test_support::MockResponse;
 use serde_json::{Value, json};
 
 use super::super::Env;
-use super::{call, everything, time_server, write_config};
-
-/// The tool names offered in model request `i`.
-fn offered(env: &Env, i: usize) -> Vec<String> {
-    env.mock.requests()[i].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
-}
+use super::{call, everything, offered, time_server, write_config};
 
 #[tokio::test]
 async fn a_threads_config_names_servers_of_its_own() {
