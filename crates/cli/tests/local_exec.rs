@@ -266,6 +266,12 @@ mod exec {
     async fn the_next_process_starts_from_the_prompt_cache_and_continue_from_its_conversation() {
         let Some(model) = small_model() else { return };
         let home = home_with_default_model(&model);
+        // Text answers (no call first): each run is one model call.
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[providers.local]\ncontext_size = 4096\nmax_output_tokens = 24\ngrammar = \"auto\"\n",
+        )
+        .unwrap();
         let ws = tempfile::tempdir().unwrap();
         let run = |args: &[&str]| {
             keel(home.path(), ws.path())

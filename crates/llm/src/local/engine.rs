@@ -37,8 +37,8 @@ use super::grammar::{GrammarMode, tool_grammar};
 use super::kv::PrefixCache;
 use super::parse::{OutputSplitter, ParsedCall, Piece, is_repeat};
 use super::prompt_cache::PromptStore;
-use super::sampler::Sampler;
 use super::resources::{self, ModelShape};
+use super::sampler::Sampler;
 use super::template::{ChatTemplate, split_run_facts, template_messages, template_messages_split};
 use super::unescape::Unescape;
 use crate::{Error, ErrorKind, ModelEvent, ModelRequest, Result};
@@ -498,12 +498,7 @@ impl Loaded<'_> {
                 ),
             ));
         }
-        let mut sampler = Sampler::new(
-            self.model,
-            grammar,
-            self.spec.temperature,
-            self.spec.seed,
-        )?;
+        let mut sampler = Sampler::new(self.model, grammar, self.spec.temperature, self.spec.seed)?;
         if !*started {
             *started = true;
             let _ = events.send(Ok(ModelEvent::Start { response_id: None }));
