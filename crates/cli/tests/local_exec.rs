@@ -302,7 +302,7 @@ mod exec {
         let warm_answer = answer_of(&warm);
         // `--json` shows the hit: the prompt came from the cache.
         let read = warm_answer["usage"]["cacheRead"].as_u64().unwrap();
-        assert!(read > 1000, "{warm_answer}");
+        assert!(read > 500, "{warm_answer}");
         assert!(
             warm_answer["usage"]["input"].as_u64().unwrap() < 50,
             "{warm_answer}"
