@@ -118,10 +118,14 @@ fn json_values(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Tools that only look: running one changes nothing another call sees.
+const LOOKING: &[&str] = &["read", "grep", "find", "ls"];
+
 /// Whether `call` would go round in circles: since the last user message,
-/// the same call (name and arguments) was the latest call made, or it ran
-/// at least twice and its last two runs returned the same result. A small
-/// model that keeps asking for what it already has is looping.
+/// the same call (name and arguments) was made and only calls that look
+/// (`read`, `grep`, `find`, `ls`) came after it, or it ran at least twice
+/// and its last two runs returned the same result. A small model that
+/// keeps asking for what it already has is looping.
 pub fn is_repeat(call: &ParsedCall, messages: &[Message]) -> bool {
     let start = messages
         .iter()
@@ -129,18 +133,23 @@ pub fn is_repeat(call: &ParsedCall, messages: &[Message]) -> bool {
         .map_or(0, |i| i + 1);
     let turn = &messages[start..];
     let same = |name: &str, args: &Value| name == call.name && *args == call.arguments;
-    let calls: Vec<(&str, bool)> = turn
+    let made: Vec<(&str, &str, bool)> = turn
         .iter()
         .filter_map(|m| match m {
             Message::Assistant(a) => Some(a.tool_calls()),
             _ => None,
         })
         .flatten()
-        .map(|(id, name, args)| (id, same(name, args)))
+        .map(|(id, name, args)| (id, name, same(name, args)))
         .collect();
-    if calls.last().is_some_and(|(_, s)| *s) {
+    if let Some(last_same) = made.iter().rposition(|(_, _, s)| *s)
+        && made[last_same + 1..]
+            .iter()
+            .all(|(_, name, _)| LOOKING.contains(name))
+    {
         return true;
     }
+    let calls: Vec<(&str, bool)> = made.iter().map(|(id, _, s)| (*id, *s)).collect();
     let results: Vec<String> = calls
         .iter()
         .filter(|(_, s)| *s)

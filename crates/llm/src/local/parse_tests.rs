@@ -247,6 +247,33 @@ fn repeated_calls_are_spotted() {
         result("c4", "ok"),
     ];
     assert!(!is_repeat(&call("make"), &h));
+    // Run again with only looking in between: nothing it sees changed.
+    let look = |id: &str| {
+        Message::Assistant(AssistantMessage {
+            content: vec![ContentBlock::ToolCall {
+                id: id.into(),
+                name: "read".into(),
+                arguments: json!({"path": "fib.py"}),
+            }],
+            api: "local".into(),
+            provider: "local".into(),
+            model: "m".into(),
+            usage: Usage::default(),
+            stop_reason: StopReason::ToolUse,
+            error_message: None,
+            error_kind: None,
+            timestamp: 0,
+            response_id: None,
+        })
+    };
+    let h = vec![
+        user.clone(),
+        asked("c1", "python3 fib.py"),
+        result("c1", "55"),
+        look("c2"),
+        result("c2", "def fib(n): ..."),
+    ];
+    assert!(is_repeat(&call("python3 fib.py"), &h));
     // A new user message starts afresh.
     let h = vec![user.clone(), asked("c1", "ls"), result("c1", "a"), user];
     assert!(!is_repeat(&call("ls"), &h));
