@@ -181,12 +181,12 @@ fn repeated_calls_are_spotted() {
         content: vec![ContentBlock::text("go")],
         timestamp: 0,
     });
-    let asked = |id: &str, cmd: &str| {
+    let made = |id: &str, name: &str, arguments: Value| {
         Message::Assistant(AssistantMessage {
             content: vec![ContentBlock::ToolCall {
                 id: id.into(),
-                name: "bash".into(),
-                arguments: json!({ "command": cmd }),
+                name: name.into(),
+                arguments,
             }],
             api: "local".into(),
             provider: "local".into(),
@@ -199,6 +199,7 @@ fn repeated_calls_are_spotted() {
             response_id: None,
         })
     };
+    let asked = |id: &str, cmd: &str| made(id, "bash", json!({ "command": cmd }));
     let result = |id: &str, text: &str| {
         Message::ToolResult(ToolResultMessage {
             tool_call_id: id.into(),
@@ -248,24 +249,7 @@ fn repeated_calls_are_spotted() {
     ];
     assert!(!is_repeat(&call("make"), &h));
     // Run again with only looking in between: nothing it sees changed.
-    let look = |id: &str| {
-        Message::Assistant(AssistantMessage {
-            content: vec![ContentBlock::ToolCall {
-                id: id.into(),
-                name: "read".into(),
-                arguments: json!({"path": "fib.py"}),
-            }],
-            api: "local".into(),
-            provider: "local".into(),
-            model: "m".into(),
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
-            error_message: None,
-            error_kind: None,
-            timestamp: 0,
-            response_id: None,
-        })
-    };
+    let look = |id: &str| made(id, "read", json!({"path": "fib.py"}));
     let h = vec![
         user.clone(),
         asked("c1", "python3 fib.py"),
