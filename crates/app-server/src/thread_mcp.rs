@@ -32,11 +32,9 @@ pub async fn start_own(
     Some(McpServers::start_in(configs, cwd).await)
 }
 
-/// The names of `servers`.
+/// The names of `servers` (none when there are none).
 fn names(servers: Option<&Arc<McpServers>>) -> Vec<String> {
-    servers
-        .map(|s| s.status().into_iter().map(|s| s.name).collect())
-        .unwrap_or_default()
+    servers.map(|s| s.names()).unwrap_or_default()
 }
 
 /// The MCP tools of a thread: the process's, except those of servers its
@@ -114,11 +112,9 @@ pub fn server_for(
 ) -> Option<Arc<McpServers>> {
     let own = thread.and_then(|t| t.mcp.clone());
     if let Some(own) = own
-        && names(Some(&own)).iter().any(|n| n == name)
+        && own.has(name)
     {
         return Some(own);
     }
-    runtime
-        .mcp()
-        .filter(|p| names(Some(p)).iter().any(|n| n == name))
+    runtime.mcp().filter(|p| p.has(name))
 }

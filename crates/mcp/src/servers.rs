@@ -258,6 +258,16 @@ impl McpServers {
         true
     }
 
+    /// The names of the servers, in configuration order.
+    pub fn names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Whether a server is named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.servers.iter().any(|s| s.name == name)
+    }
+
     /// Every server, its state and tools.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.servers

@@ -190,6 +190,7 @@ pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result
 /// Every server of `servers` as `mcpServerStatus/list` shows it.
 fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
     let tools = servers.tool_list();
+    let resources = servers.resources();
     servers
         .status()
         .into_iter()
@@ -220,11 +221,10 @@ fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
                     )
                 })
                 .collect();
-            let resources = servers
-                .resources()
-                .into_iter()
+            let resources = resources
+                .iter()
                 .find(|(name, _)| *name == s.name)
-                .map(|(_, r)| r)
+                .map(|(_, r)| r.clone())
                 .unwrap_or_default();
             McpServerStatus {
                 name: s.name.clone(),
