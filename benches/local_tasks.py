@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,8 +225,6 @@ def exec_keel(keel, home, ws, threads, prompt, extra=()):
                          stderr=subprocess.PIPE, text=True)
     events, first = [], None
     err = []
-    import threading
-
     t = threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)
     t.start()
     deadline = started + TIMEOUT

@@ -23,7 +23,8 @@ use crate::Result;
 const MIN_SAVED_TOKENS: usize = 32;
 
 impl Loaded<'_> {
-    fn pieces(&self, tokens: &[LlamaToken]) -> Vec<Vec<u8>> {
+    /// The text of each of `tokens`.
+    pub(super) fn pieces(&self, tokens: &[LlamaToken]) -> Vec<Vec<u8>> {
         let vocab = self.model.vocab();
         tokens
             .iter()

@@ -506,10 +506,7 @@ impl Loaded<'_> {
 
         // Prompt: keep the common prefix, evaluate the rest.
         let prefill_started = Instant::now();
-        let pieces: Vec<Vec<u8>> = tokens
-            .iter()
-            .map(|t| self.model.vocab().token_to_piece(*t, true, None))
-            .collect();
+        let pieces = self.pieces(&tokens);
         self.eval(&tokens, cancel)?;
         self.cache.push(&tokens, &pieces, suffix);
         let prefill = prefill_started.elapsed();
