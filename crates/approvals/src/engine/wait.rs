@@ -2,9 +2,11 @@
 //!
 //! Owns [`ApprovalEngine::wait`]: the wait is on the stored row, not on a
 //! socket or a channel. It re-reads the row whenever this engine nudges
-//! (a local decision), every `poll_interval` (a decision written by another
-//! process to the same database), and at the row's deadline (expiry); a
-//! cancel marks the row cancelled. Nothing here consumes the decision; see
+//! (a local decision), when the store's change feed ticks (a decision
+//! written by another process to the same database: `PRAGMA data_version`
+//! on SQLite, `LISTEN/NOTIFY` on PostgreSQL; see `store::ChangeFeed`),
+//! every `poll_interval` as the backstop, and at the row's deadline
+//! (expiry); a cancel marks the row cancelled. Nothing here consumes the decision; see
 //! [`ApprovalEngine::settle`]. It must not know about the agent loop.
 
 use std::time::Duration;
@@ -18,6 +20,9 @@ impl ApprovalEngine {
     /// Waits until the request is decided, expires, or `cancel` fires (then
     /// the request is marked cancelled, unless a decision landed first).
     pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
+        // Listen to other processes before the first read, for the same
+        // reason as below.
+        let mut changes = self.inner.store.change_feed().map(|feed| feed.subscribe());
         loop {
             // Register for nudges before reading, so a decision between the
             // read and the await is not missed.
@@ -37,8 +42,15 @@ impl ApprovalEngine {
                 .config
                 .poll_interval
                 .min(Duration::from_millis(until_expiry.max(1)));
+            let elsewhere = async {
+                match changes.as_mut() {
+                    Some(changes) => changes.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut notified => {}
+                () = elsewhere => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = cancel.cancelled() => {
                     self.cancel(request_id, "abort").await?;

@@ -8,6 +8,7 @@
 //! server one; [`StoreLocation`] picks between them. It must not know about classes' meaning, modes'
 //! effect, waiting, or the agent loop.
 
+mod changes;
 pub mod identity;
 mod location;
 mod pg_schema;
@@ -45,6 +46,7 @@ pub(crate) const RULE_COLUMNS: &str = "id, workspace, tool, operation, scope_kin
 pub(crate) const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, request_id, tool, class, \
     mode, outcome, approved_by, rule_ids, decider, detail";
 
+pub use changes::{ChangeFeed, PG_CHANNEL, SQLITE_CHECK_INTERVAL, Subscription};
 pub use location::{DEFAULT_SQLITE_FILE, STORE_ENV, StoreLocation};
 pub use postgres::{PostgresStore, redact_dsn};
 pub use sqlite::SqliteStore;
@@ -318,4 +320,11 @@ pub trait ApprovalStore: Send + Sync + fmt::Debug {
 
     async fn append_audit(&self, entry: NewAudit) -> Result<()>;
     async fn audit(&self, filter: AuditFilter) -> Result<Vec<AuditEntry>>;
+
+    /// What ticks when another process may have decided a request here
+    /// (see [`ChangeFeed`]); `None` when the store cannot tell, and waits
+    /// only re-read on their poll interval.
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        None
+    }
 }

@@ -98,6 +98,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX approval_audit_by_call ON approval_audit (call_id);
     CREATE INDEX approval_audit_by_request ON approval_audit (request_id);
     "#,
+    // 1 → 2: a status change notifies the listeners of every keel process
+    // (`store/changes.rs`), delivered when the deciding transaction commits.
+    // The payload is only the id: the row is the record.
+    r#"
+    CREATE FUNCTION keel_approvals_nudge() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_notify('keel_approvals', NEW.id);
+            RETURN NULL;
+        END
+        $$;
+    CREATE TRIGGER approval_requests_nudge
+        AFTER UPDATE OF status ON approval_requests
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+        EXECUTE FUNCTION keel_approvals_nudge();
+    "#,
 ];
 
 /// The version this keel writes.

@@ -21,6 +21,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
+use super::changes::ChangeFeed;
 use super::pg_schema::migrate;
 use super::rows::{Columns, audit, parse, record, rule};
 use super::{
@@ -38,6 +39,8 @@ pub struct PostgresStore {
     redacted: String,
     /// The live connection; replaced when the server closed it.
     conn: Mutex<Conn>,
+    /// Ticks on the schema's status-change notifications.
+    feed: ChangeFeed,
 }
 
 /// A connection and the statements prepared on it (the same few run on
@@ -142,6 +145,7 @@ impl PostgresStore {
         let mut client = connect(&config).await?;
         migrate(&mut client).await?;
         Ok(Self {
+            feed: ChangeFeed::postgres(config.clone(), redacted.clone()),
             config,
             redacted,
             conn: Mutex::new(Conn::new(client)),
@@ -249,6 +253,10 @@ fn where_equal(filters: Vec<(&str, Option<String>)>) -> (String, Vec<String>) {
 
 #[async_trait]
 impl ApprovalStore for PostgresStore {
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        Some(self.feed.clone())
+    }
+
     async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
         let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;
         let args = serde_json::to_string(&r.args)?;

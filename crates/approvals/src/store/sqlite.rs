@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use rusqlite::types::{Type, Value as SqlValue};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 
+use super::changes::ChangeFeed;
 use super::rows::{Columns, audit, record, rule};
 use super::schema::migrate;
 use super::{
@@ -33,6 +34,7 @@ use crate::rules::{Lifetime, Rule};
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    feed: ChangeFeed,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -74,6 +76,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_path_buf(),
+            feed: ChangeFeed::sqlite(path.to_path_buf()),
         })
     }
 
@@ -172,6 +175,10 @@ fn limit_value(limit: Option<usize>) -> i64 {
 
 #[async_trait]
 impl ApprovalStore for SqliteStore {
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        Some(self.feed.clone())
+    }
+
     async fn insert_request(&self, r: NewRequest) -> Result<ApprovalRecord> {
         self.run(move |conn| {
             let offer = r.offer.as_ref().map(serde_json::to_string).transpose()?;

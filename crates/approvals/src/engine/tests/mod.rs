@@ -8,6 +8,7 @@ mod gate;
 mod postgres;
 mod restart;
 mod waits;
+mod wakeups;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

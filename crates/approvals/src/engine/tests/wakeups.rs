@@ -1,0 +1,83 @@
+//! Waits woken by another process's decision without polling for it: the
+//! engines here re-read their rows only once an hour, so a wait that ends
+//! within the test's timeout was woken by the store's change feed
+//! (`PRAGMA data_version` on SQLite, `LISTEN/NOTIFY` on PostgreSQL). The
+//! same scenario runs on both stores.
+
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+/// Polls only as a backstop nobody reaches in a test.
+fn no_polling() -> EngineConfig {
+    EngineConfig {
+        poll_interval: Duration::from_secs(3600),
+        ..EngineConfig::default()
+    }
+}
+
+/// A call held by `waiting` and decided by `deciding` (its own connection)
+/// ends its wait approved.
+async fn another_process_decides(waiting: ApprovalEngine, deciding: ApprovalEngine, call_id: &str) {
+    let id = held_id(&waiting.gate_check(&bash(call_id, "cargo publish")).await);
+    let wait_id = id.clone();
+    let wait = tokio::spawn(async move { waiting.wait(&wait_id, &CancellationToken::new()).await });
+    // Let the wait take its first look, so the decision lands mid-wait.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    deciding
+        .decide(&id, Decision::Approve, "other", None)
+        .await
+        .unwrap();
+    let resolution = within(wait).await.unwrap().unwrap();
+    assert!(
+        matches!(resolution, Resolution::Approved { .. }),
+        "{resolution:?}"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_a_decision_by_another_connection_wakes_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("keel.db");
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || ApprovalEngine::open_sqlite_with(&db, clock.clone(), no_polling());
+    let (waiting, deciding) = (open().await.unwrap(), open().await.unwrap());
+    another_process_decides(waiting, deciding, "c1").await;
+}
+
+#[tokio::test]
+async fn postgres_a_decision_by_another_connection_wakes_the_wait() {
+    let Some(server) = keel_test_support::PostgresServer::start().await else {
+        return;
+    };
+    let location = StoreLocation::Postgres {
+        url: server.database().await,
+    };
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || ApprovalEngine::open_at(&location, clock.clone(), no_polling());
+    let (waiting, deciding) = (open().await.unwrap(), open().await.unwrap());
+    another_process_decides(waiting.clone(), deciding.clone(), "c1").await;
+
+    // The server drops every connection (a restart, a failover): the
+    // listener reconnects and the next wait is woken all the same.
+    let url = server.database().await;
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .await
+        .unwrap();
+    // The stores' own connections come back on their next call.
+    within(async {
+        while waiting.pending(None).await.is_err() || deciding.pending(None).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    another_process_decides(waiting, deciding, "c2").await;
+}
