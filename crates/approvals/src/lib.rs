@@ -71,8 +71,8 @@ pub use class::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{
-    ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Resolution,
-    call_digest,
+    ApprovalEngine, CallContext, Decision, DraftOutcome, EngineConfig, GateOutcome, Look,
+    Resolution, call_digest,
 };
 pub use error::{Error, Result};
 pub use mode::Mode;
@@ -84,6 +84,7 @@ pub use rules::{AlwaysOffer, Lifetime, NewRule, Rule, RuleScope};
 pub use settings::{format_expiry, parse_expiry};
 pub use shell::{ShellAnalysis, ShellCommand, ShellWord, analyze};
 pub use store::{
-    ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, Delivery, PostgresStore,
-    RequestFilter, STORE_ENV, SqliteStore, Status, StoreLocation, redact_dsn,
+    ApprovalRecord, ApprovalStore, ApprovedBy, AuditEntry, AuditFilter, ChangeFeed, DATABASE_ENV,
+    Delivery, Given, PostgresStore, RequestFilter, STORE_ENV, SqliteStore, Status, StoreLocation,
+    StoreSource, Subscription, redact_dsn, set_command_line_database,
 };

@@ -169,6 +169,12 @@ impl EngineConfig {
 /// The `[approvals]` table of the configuration file at `path` (absent
 /// file or table: `None`).
 pub(crate) fn approvals_table(path: &Path) -> Result<Option<toml::Table>> {
+    config_table(path, "approvals")
+}
+
+/// The table `[name]` of the configuration file at `path` (absent file or
+/// table: `None`).
+pub(crate) fn config_table(path: &Path, name: &str) -> Result<Option<toml::Table>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -181,11 +187,11 @@ pub(crate) fn approvals_table(path: &Path) -> Result<Option<toml::Table>> {
             e.message().trim()
         ))
     })?;
-    match table.remove("approvals") {
+    match table.remove(name) {
         None => Ok(None),
         Some(toml::Value::Table(section)) => Ok(Some(section)),
         Some(_) => Err(Error::Config(format!(
-            "[approvals] in {} must be a table",
+            "[{name}] in {} must be a table",
             path.display()
         ))),
     }

@@ -38,6 +38,7 @@ use crate::store::{
 };
 
 pub use drafts::DraftOutcome;
+pub use wait::Look;
 
 /// Tunables of an engine. The expiry is configured under `[approvals]` in
 /// `config.toml` ([`EngineConfig::for_home`], see [`crate::settings`]).

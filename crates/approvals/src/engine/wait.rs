@@ -11,12 +11,40 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalEngine, Resolution};
 use crate::error::{Error, Result};
 
+/// Where a held call stands, as one look at its row sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Look {
+    /// Decided, expired or cancelled: the wait is over.
+    Done { resolution: Resolution },
+    /// Still pending; it expires in `expires_in_ms` (by this engine's clock).
+    Pending { expires_in_ms: u64 },
+}
+
 impl ApprovalEngine {
+    /// One look at a held call's row: expired first when its deadline has
+    /// passed, then how it ended, or how long it may still wait. The step
+    /// every wait repeats, here in process ([`Self::wait`]) and in a
+    /// durable driver's approval workflow.
+    pub async fn look(&self, request_id: &str) -> Result<Look> {
+        let row = self.request(request_id).await?;
+        let row = self.expire_if_due(row).await?;
+        Ok(match Resolution::from_record(&row) {
+            Some(resolution) => Look::Done { resolution },
+            None => Look::Pending {
+                expires_in_ms: u64::try_from(row.expires_at.saturating_sub(self.now()))
+                    .unwrap_or(0),
+            },
+        })
+    }
+
     /// Waits until the request is decided, expires, or `cancel` fires (then
     /// the request is marked cancelled, unless a decision landed first).
     pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
@@ -30,13 +58,10 @@ impl ApprovalEngine {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            let row = self.request(request_id).await?;
-            let row = self.expire_if_due(row).await?;
-            if let Some(resolution) = Resolution::from_record(&row) {
-                return Ok(resolution);
-            }
-            let until_expiry =
-                u64::try_from(row.expires_at.saturating_sub(self.now())).unwrap_or(0);
+            let until_expiry = match self.look(request_id).await? {
+                Look::Done { resolution } => return Ok(resolution),
+                Look::Pending { expires_in_ms } => expires_in_ms,
+            };
             let nap = self
                 .inner
                 .config

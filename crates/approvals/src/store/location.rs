@@ -1,27 +1,73 @@
 //! Where the approvals database lives, chosen in one place.
 //!
 //! Owns [`StoreLocation`]: the SQLite file `$KEEL_HOME/keel.db` (the
-//! default), another SQLite file, or a PostgreSQL server; read from
-//! `KEEL_APPROVALS_DATABASE_URL`, else `store` under `[approvals]` in
-//! `$KEEL_HOME/config.toml` ([`StoreLocation::for_home`]; the section is
-//! read by [`crate::settings`]), and opened as an
+//! default), another SQLite file, or a PostgreSQL server; read from the
+//! command line's `--database`, `KEEL_APPROVALS_DATABASE_URL`,
+//! `KEEL_DATABASE_URL`, `store` under `[approvals]` or `url` under
+//! `[store]` in `$KEEL_HOME/config.toml`, the first one set
+//! ([`StoreLocation::for_home`], [`StoreSource`]), and opened as an
 //! [`ApprovalStore`] ([`StoreLocation::open`]). Every process that opens
 //! the approvals (the engine of `keel exec` and `keel rpc`, `keel
-//! approvals`, the app-server) goes through here so they all agree. A
-//! PostgreSQL URL is only ever shown redacted. It must not know about rows'
-//! meaning or the rest of the configuration file.
+//! approvals`, the app-server, `keel worker`) goes through here so they
+//! all agree. A PostgreSQL URL is only ever shown redacted. It must not
+//! know about rows' meaning or the rest of the configuration file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::postgres::{PostgresStore, redact_dsn};
 use super::{ApprovalStore, SqliteStore};
 use crate::error::{Error, Result};
-use crate::settings::approvals_table;
+use crate::settings::config_table;
 
 /// The environment variable that picks the store (over `config.toml`).
 pub const STORE_ENV: &str = "KEEL_APPROVALS_DATABASE_URL";
+
+/// The environment variable of the one database for everything durable
+/// (`--database`); `KEEL_APPROVALS_DATABASE_URL` wins over it for approvals.
+pub const DATABASE_ENV: &str = "KEEL_DATABASE_URL";
+
+/// The command line's `--database`, set once at startup by the binary.
+static COMMAND_LINE_DATABASE: OnceLock<String> = OnceLock::new();
+
+/// Records the command line's `--database URL` for every later
+/// [`StoreLocation::for_home`] of this process. Only the first call counts.
+pub fn set_command_line_database(url: &str) {
+    let _ = COMMAND_LINE_DATABASE.set(url.to_owned());
+}
+
+/// What the command line and environment say (for [`StoreLocation::resolve`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given<'a> {
+    pub command_line: Option<&'a str>,
+    pub approvals_env: Option<&'a str>,
+    pub database_env: Option<&'a str>,
+}
+
+/// Which setting chose the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreSource {
+    CommandLine,
+    ApprovalsEnv,
+    DatabaseEnv,
+    ApprovalsFile,
+    StoreFile,
+    Default,
+}
+
+impl fmt::Display for StoreSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoreSource::CommandLine => "--database",
+            StoreSource::ApprovalsEnv => STORE_ENV,
+            StoreSource::DatabaseEnv => DATABASE_ENV,
+            StoreSource::ApprovalsFile => "[approvals] store in config.toml",
+            StoreSource::StoreFile => "[store] url in config.toml",
+            StoreSource::Default => "default",
+        })
+    }
+}
 
 /// The database file under `$KEEL_HOME` when nothing else is configured.
 pub const DEFAULT_SQLITE_FILE: &str = "keel.db";
@@ -91,27 +137,58 @@ impl StoreLocation {
         )))
     }
 
-    /// The store for the keel home `home`: `KEEL_APPROVALS_DATABASE_URL`
-    /// when set and not empty, else `[approvals] store` in
-    /// `home/config.toml`, else `home/keel.db`.
+    /// The store for the keel home `home`, from the first of these that is
+    /// set and not empty (see [`StoreSource`]): the command line's
+    /// `--database` ([`set_command_line_database`]),
+    /// `KEEL_APPROVALS_DATABASE_URL`, `KEEL_DATABASE_URL`, `[approvals]
+    /// store` in `home/config.toml`, `[store] url` there; else
+    /// `home/keel.db`.
     pub fn for_home(home: &Path) -> Result<Self> {
-        let env = std::env::var(STORE_ENV).ok();
-        Self::resolve(home, env.as_deref())
+        Self::locate(home).map(|(location, _)| location)
     }
 
-    /// [`for_home`](Self::for_home) with the environment's value given.
-    pub fn resolve(home: &Path, env: Option<&str>) -> Result<Self> {
-        if let Some(value) = env.filter(|v| !v.trim().is_empty()) {
-            return Self::parse(value, home)
-                .map_err(|e| Error::Config(format!("{STORE_ENV}: {e}")));
-        }
+    /// [`for_home`](Self::for_home), and which setting chose it.
+    pub fn locate(home: &Path) -> Result<(Self, StoreSource)> {
+        let approvals_env = std::env::var(STORE_ENV).ok();
+        let database_env = std::env::var(DATABASE_ENV).ok();
+        Self::resolve(
+            home,
+            &Given {
+                command_line: COMMAND_LINE_DATABASE.get().map(String::as_str),
+                approvals_env: approvals_env.as_deref(),
+                database_env: database_env.as_deref(),
+            },
+        )
+    }
+
+    /// [`locate`](Self::locate) with the command line and environment given.
+    pub fn resolve(home: &Path, given: &Given<'_>) -> Result<(Self, StoreSource)> {
+        let set = |v: Option<&str>| v.filter(|v| !v.trim().is_empty()).map(str::to_owned);
         let config = home.join("config.toml");
-        match configured_store(&config)? {
-            Some(value) => Self::parse(&value, home).map_err(|e| {
-                Error::Config(format!("[approvals] store in {}: {e}", config.display()))
-            }),
-            None => Ok(Self::default_for(home)),
+        let candidates = [
+            (StoreSource::CommandLine, set(given.command_line)),
+            (StoreSource::ApprovalsEnv, set(given.approvals_env)),
+            (StoreSource::DatabaseEnv, set(given.database_env)),
+        ];
+        for (source, value) in candidates {
+            if let Some(value) = value {
+                return Self::parse(&value, home)
+                    .map(|l| (l, source))
+                    .map_err(|e| Error::Config(format!("{source}: {e}")));
+            }
         }
+        for source in [StoreSource::ApprovalsFile, StoreSource::StoreFile] {
+            let (table, key) = match source {
+                StoreSource::ApprovalsFile => ("approvals", "store"),
+                _ => ("store", "url"),
+            };
+            if let Some(value) = configured(&config, table, key)? {
+                return Self::parse(&value, home).map(|l| (l, source)).map_err(|e| {
+                    Error::Config(format!("[{table}] {key} in {}: {e}", config.display()))
+                });
+            }
+        }
+        Ok((Self::default_for(home), StoreSource::Default))
     }
 
     /// Opens (creating and migrating as needed) the store. An error names
@@ -131,17 +208,17 @@ impl StoreLocation {
     }
 }
 
-/// `store` under `[approvals]` in the file at `path` (absent file, table or
+/// `key` under `[table]` in the file at `path` (absent file, table or
 /// key: `None`).
-fn configured_store(path: &Path) -> Result<Option<String>> {
-    let Some(approvals) = approvals_table(path)? else {
+fn configured(path: &Path, table: &str, key: &str) -> Result<Option<String>> {
+    let Some(section) = config_table(path, table)? else {
         return Ok(None);
     };
-    match approvals.get("store") {
+    match section.get(key) {
         None => Ok(None),
         Some(toml::Value::String(s)) => Ok(Some(s.clone())),
         Some(_) => Err(Error::Config(format!(
-            "[approvals] store in {} must be a string",
+            "[{table}] {key} in {} must be a string",
             path.display()
         ))),
     }
@@ -178,40 +255,80 @@ mod tests {
         assert!(!err.to_string().contains("pw@"), "{err}");
     }
 
+    fn pick(home: &Path, given: Given<'_>) -> (StoreLocation, StoreSource) {
+        StoreLocation::resolve(home, &given).unwrap()
+    }
+
     #[test]
-    fn the_environment_wins_over_the_file_and_the_file_over_the_default() {
+    fn the_command_line_wins_then_the_environment_then_the_file_then_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
+        let pg = |url: &str| StoreLocation::Postgres {
+            url: url.to_owned(),
+        };
         assert_eq!(
-            StoreLocation::resolve(home, None).unwrap(),
-            StoreLocation::default_for(home)
+            pick(home, Given::default()),
+            (StoreLocation::default_for(home), StoreSource::Default)
         );
         std::fs::write(
             home.join("config.toml"),
-            "[model]\nid = \"m\"\n\n[approvals]\nstore = \"postgresql://k@127.0.0.1/a\"\n",
+            "[store]\nurl = \"postgres://k@127.0.0.1/all\"\n",
         )
         .unwrap();
         assert_eq!(
-            StoreLocation::resolve(home, None).unwrap(),
-            StoreLocation::Postgres {
-                url: "postgresql://k@127.0.0.1/a".to_owned()
-            }
+            pick(home, Given::default()),
+            (pg("postgres://k@127.0.0.1/all"), StoreSource::StoreFile)
         );
+        std::fs::write(
+            home.join("config.toml"),
+            "[model]\nid = \"m\"\n\n[approvals]\nstore = \"postgresql://k@127.0.0.1/a\"\n\n[store]\nurl = \"postgres://k@127.0.0.1/all\"\n",
+        )
+        .unwrap();
         assert_eq!(
-            StoreLocation::resolve(home, Some("sqlite")).unwrap(),
-            StoreLocation::default_for(home)
+            pick(home, Given::default()),
+            (pg("postgresql://k@127.0.0.1/a"), StoreSource::ApprovalsFile)
         );
+        let env = Given {
+            database_env: Some("postgres://k@127.0.0.1/env"),
+            ..Given::default()
+        };
         assert_eq!(
-            StoreLocation::resolve(home, Some("  ")).unwrap(),
-            StoreLocation::Postgres {
-                url: "postgresql://k@127.0.0.1/a".to_owned()
-            }
+            pick(home, env),
+            (pg("postgres://k@127.0.0.1/env"), StoreSource::DatabaseEnv)
         );
+        let approvals_env = Given {
+            approvals_env: Some("sqlite"),
+            ..env
+        };
+        assert_eq!(
+            pick(home, approvals_env),
+            (StoreLocation::default_for(home), StoreSource::ApprovalsEnv)
+        );
+        let flag = Given {
+            command_line: Some("postgres://k@127.0.0.1/flag"),
+            ..approvals_env
+        };
+        assert_eq!(
+            pick(home, flag),
+            (pg("postgres://k@127.0.0.1/flag"), StoreSource::CommandLine)
+        );
+        // Blank values do not count.
+        let blank = Given {
+            command_line: Some(" "),
+            approvals_env: Some(""),
+            database_env: Some("  "),
+        };
+        assert_eq!(pick(home, blank).1, StoreSource::ApprovalsFile);
+
         std::fs::write(home.join("config.toml"), "[approvals]\nstore = 5\n").unwrap();
-        let err = StoreLocation::resolve(home, None).unwrap_err();
+        let err = StoreLocation::resolve(home, &Given::default()).unwrap_err();
         assert!(err.to_string().contains("must be a string"), "{err}");
-        let err = StoreLocation::resolve(home, Some("nope")).unwrap_err();
-        assert!(err.to_string().contains(STORE_ENV), "{err}");
+        let bad = Given {
+            database_env: Some("nope"),
+            ..Given::default()
+        };
+        let err = StoreLocation::resolve(home, &bad).unwrap_err();
+        assert!(err.to_string().contains(DATABASE_ENV), "{err}");
     }
 
     #[tokio::test]

@@ -47,7 +47,10 @@ pub(crate) const AUDIT_COLUMNS: &str = "id, at, workspace, session_id, call_id, 
     mode, outcome, approved_by, rule_ids, decider, detail";
 
 pub use changes::{ChangeFeed, PG_CHANNEL, SQLITE_CHECK_INTERVAL, Subscription};
-pub use location::{DEFAULT_SQLITE_FILE, STORE_ENV, StoreLocation};
+pub use location::{
+    DATABASE_ENV, DEFAULT_SQLITE_FILE, Given, STORE_ENV, StoreLocation, StoreSource,
+    set_command_line_database,
+};
 pub use postgres::{PostgresStore, redact_dsn};
 pub use sqlite::SqliteStore;
 
