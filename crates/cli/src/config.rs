@@ -138,6 +138,13 @@ pub struct ConfigFile {
     /// `[shell_environment_policy]`: what commands' environments hold.
     #[serde(default)]
     pub shell_environment_policy: shell_env::ShellEnvSection,
+    /// `[store]`: the one database for everything durable (docs/deploy.md).
+    #[serde(default)]
+    #[allow(dead_code, reason = "read by keel_approvals::StoreLocation")]
+    pub store: crate::cluster::StoreSection,
+    /// `[temporal]`: the cluster `keel worker` and the front-ends use.
+    #[serde(default)]
+    pub temporal: crate::cluster::TemporalSection,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -123,10 +123,8 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
             .display()
             .to_string()
     ));
-    print_line(&crate::config::store_line(
-        &settings.home,
-        &settings.file.approvals,
-    ));
+    print_line(&crate::config::store_line(&settings.home));
+    print_line(&crate::cluster::show_line(global));
     for line in crate::config::expiry_lines(&settings.file.approvals) {
         print_line(&line);
     }

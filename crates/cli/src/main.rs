@@ -4,6 +4,7 @@
 
 mod app_server;
 mod approvals;
+mod cluster;
 mod config;
 mod exec;
 mod inspect;
@@ -56,6 +57,14 @@ pub struct GlobalArgs {
     /// Write logs to this file instead of stderr (filter with RUST_LOG).
     #[arg(long, env = "KEEL_LOG_FILE", global = true)]
     pub log_file: Option<PathBuf>,
+    /// The one database for everything durable, e.g. postgres://keel@db/keel
+    /// (also KEEL_DATABASE_URL, [store] url; docs/deploy.md).
+    #[arg(long, global = true, value_name = "URL")]
+    pub database: Option<String>,
+    /// The Temporal cluster that runs turns and approval waits, HOST:PORT
+    /// (also KEEL_TEMPORAL_ADDRESS, [temporal] address; docs/deploy.md).
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    pub temporal: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,6 +95,8 @@ enum Command {
         #[command(subcommand)]
         command: sandbox_cmd::SandboxCommand,
     },
+    /// Run keel's durable workflows on a Temporal cluster (docs/deploy.md).
+    Worker(cluster::WorkerArgs),
     /// The model catalogue; fetching the local model.
     Models {
         #[command(subcommand)]
@@ -116,6 +127,7 @@ fn main() -> ExitCode {
         // way of the first turn's request.
         keel_core::SystemClock::warm_up();
     }
+    cluster::apply_database_flag(&cli.global);
     let runtime = match runtime_builder(cli.mode, cli.command.as_ref())
         .enable_all()
         .build()
@@ -147,6 +159,7 @@ fn main() -> ExitCode {
             (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
             (None, Some(Command::Sandbox { command })) => sandbox_cmd::run(&cli.global, command),
             (None, Some(Command::Mcp { command })) => mcp_cmd::run(&cli.global, command).await,
+            (None, Some(Command::Worker(args))) => cluster::run_worker(&cli.global, args).await,
             (None, None) => {
                 let _ = Cli::command().print_help();
                 Err(anyhow::anyhow!(

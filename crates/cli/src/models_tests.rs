@@ -217,6 +217,8 @@ fn local_settings_from_config() {
     let global = GlobalArgs {
         home: Some(home.path().to_path_buf()),
         log_file: None,
+        database: None,
+        temporal: None,
     };
     let settings = Settings::load(&global).unwrap();
     let r = settings.resolve(&ModelArgs::default()).unwrap();

@@ -9,7 +9,8 @@
 //! so it can catch a provider that speaks them wrong).
 //!
 //! [`process`] runs the real `keel` binary with timeouts ([`KeelCommand`]).
-//! [`postgres`] starts a throwaway PostgreSQL server ([`PostgresServer`]).
+//! [`postgres`] starts a throwaway PostgreSQL server ([`PostgresServer`]),
+//! [`temporal`] a Temporal dev server ([`TemporalServer`]).
 //!
 //! Dialects, one module each, all served by the same server from the same
 //! FIFO script (whatever the path): [`chat_completions`] (OpenAI Chat
@@ -33,6 +34,7 @@ pub mod process;
 mod response;
 pub mod responses;
 mod server;
+pub mod temporal;
 mod wait;
 
 pub use chat_completions::*;
@@ -41,4 +43,5 @@ pub use postgres::PostgresServer;
 pub use process::{KeelChild, KeelCommand, KeelOutput};
 pub use response::{MockResponse, SseEvent, sse_from_text};
 pub use server::{CapturedRequest, MockModelServer};
+pub use temporal::TemporalServer;
 pub use wait::wait_until;

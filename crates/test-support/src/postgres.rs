@@ -352,7 +352,7 @@ fn as_user(user: Option<&str>, program: &Path) -> Command {
 }
 
 /// A port free on 127.0.0.1 right now.
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .context("a free port on 127.0.0.1")?

@@ -4,9 +4,9 @@
 //!
 //! Owns the subcommands (`list`, `approve`/`send`, `decline`, `mode`,
 //! `rules`, `explain`), the `--approval-mode` value, and the terminal front
-//! end `keel exec` uses ([`terminal`]). A decision written here is seen by
-//! a waiting keel process on the same database within its re-read interval
-//! (about a second). Output goes to stdout (`--json` for machines); nothing
+//! end `keel exec` uses ([`terminal`]). A decision written here wakes a
+//! waiting keel process on the same database within milliseconds (the
+//! store's change feed), and a wait on Temporal through a nudge. Output goes to stdout (`--json` for machines); nothing
 //! here decides anything the engine does not.
 
 mod serve;
@@ -172,7 +172,8 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
                 session_only,
                 json,
             )
-            .await?
+            .await?;
+            crate::cluster::nudge_after_decision(global, &id).await;
         }
         ApprovalsCommand::Decline { id, note, stop } => {
             let decision = Decision::Decline {
@@ -181,6 +182,7 @@ pub async fn run(global: &GlobalArgs, args: ApprovalsArgs) -> anyhow::Result<Exi
             };
             let row = engine.decide(&id, decision, DECIDER, None).await?;
             print_decided(&row, json)?;
+            crate::cluster::nudge_after_decision(global, &id).await;
         }
         ApprovalsCommand::Mode { mode } => {
             if let Some(m) = mode {

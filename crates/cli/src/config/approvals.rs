@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use keel_core::keel_approvals::{Class, EngineConfig, STORE_ENV, StoreLocation, format_expiry};
+use keel_core::keel_approvals::{Class, EngineConfig, StoreLocation, format_expiry};
 use serde::Deserialize;
 
 /// `[approvals]`.
@@ -31,7 +31,11 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct ApprovalsSection {
     /// `sqlite` (the default: `$KEEL_HOME/keel.db`), `sqlite:PATH`, or a
-    /// `postgres://` URL.
+    /// `postgres://` URL. Read by `keel_approvals::StoreLocation`.
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "read by keel_approvals::StoreLocation")
+    )]
     pub store: Option<String>,
     /// How long a held call waits before it expires (`90s`, `30m`, `12h`,
     /// `7d`; default 7 days).
@@ -96,20 +100,9 @@ pub fn expiry_lines(section: &ApprovalsSection) -> Vec<String> {
 
 /// The store line of `keel config show`: where the approvals are, where
 /// that was set, the password hidden; or why the setting is wrong.
-pub fn store_line(home: &Path, section: &ApprovalsSection) -> String {
-    let from_env = std::env::var(STORE_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .is_some();
-    let source = if from_env {
-        STORE_ENV
-    } else if section.store.is_some() {
-        "[approvals] store in config.toml"
-    } else {
-        "default"
-    };
-    match StoreLocation::for_home(home) {
-        Ok(location) => {
+pub fn store_line(home: &Path) -> String {
+    match StoreLocation::locate(home) {
+        Ok((location, source)) => {
             let kind = match location {
                 StoreLocation::Sqlite(_) => "sqlite",
                 StoreLocation::Postgres { .. } => "postgres",
@@ -135,6 +128,8 @@ mod tests {
         Settings::load(&GlobalArgs {
             home: Some(dir.path().to_path_buf()),
             log_file: None,
+            database: None,
+            temporal: None,
         })
     }
 

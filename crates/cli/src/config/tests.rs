@@ -7,6 +7,8 @@ fn global(home: &Path) -> GlobalArgs {
     GlobalArgs {
         home: Some(home.to_path_buf()),
         log_file: None,
+        database: None,
+        temporal: None,
     }
 }
 
@@ -300,10 +302,12 @@ fn the_approvals_store_is_read_and_shown_without_its_password() {
         settings.file.approvals.store.as_deref(),
         Some("postgres://keel:hunter2@127.0.0.1:5432/keel")
     );
-    // The environment variable wins over the file; only check the file's
-    // line where the developer has not set it.
-    if std::env::var_os(keel_core::keel_approvals::STORE_ENV).is_none() {
-        let line = store_line(dir.path(), &settings.file.approvals);
+    // The environment variables win over the file; only check the file's
+    // line where the developer has set neither.
+    if std::env::var_os(keel_core::keel_approvals::STORE_ENV).is_none()
+        && std::env::var_os(keel_core::keel_approvals::DATABASE_ENV).is_none()
+    {
+        let line = store_line(dir.path());
         assert_eq!(
             line,
             "approvals_store = \"postgres://keel:***@127.0.0.1:5432/keel\"  # postgres, from [approvals] store in config.toml"

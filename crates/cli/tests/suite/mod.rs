@@ -3,6 +3,7 @@
 mod app_server;
 mod approvals;
 mod clients;
+mod cluster;
 mod compaction_config;
 mod compaction_cycle;
 mod config;

@@ -1,0 +1,244 @@
+//! keel beyond one machine: `keel worker` on a real Temporal dev server and
+//! a real PostgreSQL server. A held call's wait is a workflow
+//! (`keel.approval`); these tests kill its worker with SIGKILL, decide it
+//! from another process while no worker runs, let it expire on its durable
+//! timer while no worker runs, and kill the Temporal server itself mid-wait.
+//! The row in PostgreSQL is the record each time. Built only with the
+//! `temporal` feature; a build without it says how to get one.
+
+#[cfg(feature = "temporal")]
+mod durable {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use keel_core::keel_approvals::{
+        ApprovalEngine, CallContext, EngineConfig, GateOutcome, Resolution, Status, StoreLocation,
+        SystemClock, ToolOrigin,
+    };
+    use keel_temporal::{TemporalClient, TemporalSettings};
+    use keel_test_support::{KeelChild, KeelCommand, PostgresServer, TemporalServer};
+    use serde_json::json;
+    use tempfile::TempDir;
+
+    /// Generous: reached only when something hangs.
+    const HANG: Duration = Duration::from_secs(90);
+
+    /// One PostgreSQL database, one Temporal dev server, a keel home.
+    struct Cluster {
+        _pg: PostgresServer,
+        temporal: TemporalServer,
+        url: String,
+        home: TempDir,
+        engine: ApprovalEngine,
+        client: TemporalClient,
+    }
+
+    impl Cluster {
+        async fn start(ttl: Duration) -> Option<Self> {
+            let pg = PostgresServer::start().await?;
+            let temporal = TemporalServer::start()?;
+            let url = pg.database().await;
+            let config = EngineConfig {
+                default_ttl: ttl,
+                ..EngineConfig::default()
+            };
+            let engine = ApprovalEngine::open_at(
+                &StoreLocation::Postgres { url: url.clone() },
+                Arc::new(SystemClock),
+                config,
+            )
+            .await
+            .unwrap();
+            let settings = TemporalSettings::new(&temporal.address()).unwrap();
+            let client = TemporalClient::connect(&settings, "keel-test")
+                .await
+                .unwrap();
+            Some(Self {
+                _pg: pg,
+                temporal,
+                url,
+                home: tempfile::tempdir().unwrap(),
+                engine,
+                client,
+            })
+        }
+
+        fn keel(&self) -> KeelCommand {
+            KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+                .home(self.home.path())
+                .cwd(self.home.path())
+                .args([
+                    "--database",
+                    &self.url,
+                    "--temporal",
+                    &self.temporal.address(),
+                ])
+                .timeout(HANG)
+        }
+
+        /// `keel worker`, once it polls.
+        async fn worker(&self) -> KeelChild {
+            let mut worker = self
+                .keel()
+                .env("RUST_LOG", "keel_temporal=info")
+                .arg("worker")
+                .spawn()
+                .await
+                .unwrap();
+            worker
+                .wait_for_stderr(HANG, |l| l.contains("the worker is polling"))
+                .await
+                .unwrap();
+            worker
+        }
+
+        /// A call held in the shared store, and its wait started on Temporal.
+        async fn held(&self, call_id: &str) -> String {
+            let call = CallContext {
+                workspace: "/ws".to_owned(),
+                cwd: "/ws".into(),
+                session_id: "s1".to_owned(),
+                call_id: call_id.to_owned(),
+                tool_name: "bash".to_owned(),
+                args: json!({ "command": "cargo publish" }),
+                origin: ToolOrigin::Builtin,
+                unattended: false,
+                write_target: None,
+            };
+            let GateOutcome::Held { request } = self.engine.gate_check(&call).await else {
+                panic!("cargo publish was not held");
+            };
+            self.client.start_approval_wait(&request.id).await.unwrap();
+            request.id
+        }
+
+        async fn result(&self, id: &str) -> Resolution {
+            tokio::time::timeout(HANG, self.client.approval_result(id))
+                .await
+                .expect("the approval workflow never ended")
+                .unwrap()
+        }
+
+        async fn status(&self, id: &str) -> Status {
+            self.engine.request(id).await.unwrap().status
+        }
+    }
+
+    async fn kill9(worker: KeelChild) {
+        worker.signal("KILL").await.unwrap();
+        let _ = worker.wait().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_decision_taken_while_no_worker_runs_is_honoured_when_one_starts() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let id = c.held("c1").await;
+        let worker = c.worker().await;
+        // The worker takes its first look, then dies mid-wait.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        kill9(worker).await;
+
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        assert_eq!(c.status(&id).await, Status::Approved);
+
+        let worker = c.worker().await;
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
+            "{resolution:?}"
+        );
+
+        // SIGTERM drains: the worker stops polling and exits cleanly.
+        worker.signal("TERM").await.unwrap();
+        let out = worker.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(out.stderr.contains("shutting down"), "{}", out.stderr);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_wait_expires_on_its_durable_timer_while_no_worker_runs() {
+        let Some(c) = Cluster::start(Duration::from_secs(3)).await else {
+            return;
+        };
+        let id = c.held("c2").await;
+        let worker = c.worker().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        kill9(worker).await;
+        // The deadline passes with no worker anywhere.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(c.status(&id).await, Status::Pending);
+
+        let _worker = c.worker().await;
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(resolution, Resolution::Expired { .. }),
+            "{resolution:?}"
+        );
+        assert_eq!(c.status(&id).await, Status::Expired);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_temporal_server_killed_mid_wait_and_restarted_loses_nothing() {
+        let Some(mut c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let id = c.held("c3").await;
+        let _worker = c.worker().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.temporal.kill();
+        tokio::task::block_in_place(|| c.temporal.restart()).unwrap();
+
+        let declined = c
+            .keel()
+            .args(["approvals", "decline", &id, "--note", "not today"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(declined.code(), Some(0), "{}", declined.stderr);
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(&resolution, Resolution::Declined { note: Some(n), .. } if n == "not today"),
+            "{resolution:?}"
+        );
+    }
+}
+
+#[cfg(not(feature = "temporal"))]
+#[tokio::test]
+async fn a_build_without_temporal_says_how_to_get_one() {
+    let home = tempfile::tempdir().unwrap();
+    let out = keel_test_support::KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+        .home(home.path())
+        .args(["worker", "--temporal", "127.0.0.1:7233"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2));
+    assert!(out.stderr.contains("--features temporal"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn a_worker_without_a_cluster_says_which_setting_is_missing() {
+    let home = tempfile::tempdir().unwrap();
+    let out = keel_test_support::KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+        .home(home.path())
+        .env("KEEL_TEMPORAL_ADDRESS", "")
+        .arg("worker")
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr.contains("--temporal HOST:PORT"),
+        "{}",
+        out.stderr
+    );
+}

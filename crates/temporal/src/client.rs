@@ -1,0 +1,115 @@
+//! The client other keel processes reach Temporal with.
+//!
+//! Owns [`TemporalClient`]: connecting to the configured cluster, starting
+//! the wait of an approval request (idempotent: the workflow id is derived
+//! from the request id, and a running wait is reused), nudging it after a
+//! decision, and reading how it ended. A nudge to a wait that does not
+//! exist or has ended is [`Error::NotFound`]; callers treat nudges as
+//! best-effort, since the row is the record. It must not know what the
+//! decision was.
+
+use keel_approvals::Resolution;
+use temporalio_client::errors::WorkflowInteractionError;
+use temporalio_client::{
+    Client, ClientOptions, Connection, ConnectionOptions, Url, WorkflowGetResultOptions,
+    WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+};
+
+use crate::approval::ApprovalWorkflow;
+use crate::error::{Error, Result};
+use crate::ids::approval_workflow_id;
+use crate::settings::TemporalSettings;
+
+/// A connection to the cluster, bound to keel's namespace and task queue.
+#[derive(Clone)]
+pub struct TemporalClient {
+    client: Client,
+    settings: TemporalSettings,
+}
+
+impl std::fmt::Debug for TemporalClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemporalClient")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TemporalClient {
+    /// Connects; `identity` names this process in the cluster's history
+    /// (for example `keel-worker@host:pid`).
+    pub async fn connect(settings: &TemporalSettings, identity: &str) -> Result<Self> {
+        let url = settings.url()?;
+        let target = Url::parse(&url).map_err(|e| Error::Config(format!("{url}: {e}")))?;
+        let connect_error = |message: String| Error::Connect {
+            address: settings.address.clone(),
+            message,
+        };
+        let connection = Connection::connect(
+            ConnectionOptions::new(target)
+                .identity(identity.to_owned())
+                .build(),
+        )
+        .await
+        .map_err(|e| connect_error(e.to_string()))?;
+        let client = Client::new(
+            connection,
+            ClientOptions::new(settings.namespace.clone()).build(),
+        )
+        .map_err(|e| connect_error(e.to_string()))?;
+        Ok(Self {
+            client,
+            settings: settings.clone(),
+        })
+    }
+
+    /// The SDK client (the worker polls through it).
+    pub(crate) fn inner(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn settings(&self) -> &TemporalSettings {
+        &self.settings
+    }
+
+    /// Starts the wait on `request_id`, or finds the running one.
+    pub async fn start_approval_wait(&self, request_id: &str) -> Result<()> {
+        let options = WorkflowStartOptions::new(
+            self.settings.task_queue.clone(),
+            approval_workflow_id(request_id),
+        )
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .build();
+        self.client
+            .start_workflow(ApprovalWorkflow::run, request_id.to_owned(), options)
+            .await
+            .map_err(|e| Error::Server(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Tells the wait on `request_id` to look at its row again.
+    pub async fn nudge(&self, request_id: &str) -> Result<()> {
+        let id = approval_workflow_id(request_id);
+        self.client
+            .get_workflow_handle::<ApprovalWorkflow>(id.clone())
+            .signal(
+                ApprovalWorkflow::nudge,
+                (),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .map_err(|e| match e {
+                WorkflowInteractionError::NotFound(_) => Error::NotFound(id),
+                other => Error::Server(other.to_string()),
+            })
+    }
+
+    /// How the wait on `request_id` ended (waits for it to end).
+    pub async fn approval_result(&self, request_id: &str) -> Result<Resolution> {
+        self.client
+            .get_workflow_handle::<ApprovalWorkflow>(approval_workflow_id(request_id))
+            .get_result(WorkflowGetResultOptions::default())
+            .await
+            .map_err(|e| Error::Server(e.to_string()))
+    }
+}
