@@ -20,6 +20,10 @@ use crate::error::{Error, Result};
 use crate::ids::approval_workflow_id;
 use crate::settings::TemporalSettings;
 
+/// How long connecting may take (a host that drops packets would
+/// otherwise hold a command that only wants to nudge).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A connection to the cluster, bound to keel's namespace and task queue.
 #[derive(Clone)]
 pub struct TemporalClient {
@@ -48,6 +52,7 @@ impl TemporalClient {
         let connection = Connection::connect(
             ConnectionOptions::new(target)
                 .identity(identity.to_owned())
+                .connect_timeout(CONNECT_TIMEOUT)
                 .build(),
         )
         .await

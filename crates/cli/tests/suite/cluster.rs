@@ -186,6 +186,48 @@ mod durable {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_decision_is_stored_when_temporal_is_unreachable() {
+        let home = tempfile::tempdir().unwrap();
+        let engine = ApprovalEngine::open_sqlite(home.path().join("keel.db"))
+            .await
+            .unwrap();
+        let call = CallContext {
+            workspace: "/ws".to_owned(),
+            cwd: "/ws".into(),
+            session_id: "s1".to_owned(),
+            call_id: "c9".to_owned(),
+            tool_name: "bash".to_owned(),
+            args: json!({ "command": "cargo publish" }),
+            origin: ToolOrigin::Builtin,
+            unattended: false,
+            write_target: None,
+        };
+        let GateOutcome::Held { request } = engine.gate_check(&call).await else {
+            panic!("not held");
+        };
+        // A port nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let out = KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+            .home(home.path())
+            .timeout(HANG)
+            .args(["approvals", "approve", &request.id])
+            .args(["--temporal", &format!("127.0.0.1:{port}")])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(out.stderr.contains("not nudged"), "{}", out.stderr);
+        assert_eq!(
+            engine.request(&request.id).await.unwrap().status,
+            Status::Approved
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn the_temporal_server_killed_mid_wait_and_restarted_loses_nothing() {
         let Some(mut c) = Cluster::start(Duration::from_secs(3600)).await else {
             return;
