@@ -186,6 +186,27 @@ impl PostgresServer {
             .unwrap_or_default()
     }
 
+    /// Ends every connection to the database at `url` but this call's own,
+    /// as a server restart or a failover would.
+    pub async fn drop_connections(url: &str) {
+        let (client, connection) = match tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+            Ok(c) => c,
+            Err(e) => panic!("cannot connect to the test PostgreSQL server: {e:?}"),
+        };
+        let driver = tokio::spawn(connection);
+        if let Err(e) = client
+            .batch_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .await
+        {
+            panic!("cannot end the other connections: {e:?}");
+        }
+        drop(client);
+        let _ = driver.await;
+    }
+
     /// A new, empty database on this server; its `postgres://` URL.
     pub async fn database(&self) -> String {
         static NEXT: AtomicU32 = AtomicU32::new(0);

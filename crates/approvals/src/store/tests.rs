@@ -480,17 +480,7 @@ async fn postgres_store_reconnects_after_the_server_dropped_it() {
         .await
         .unwrap();
     // Another session ends every other connection to this database.
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        )
-        .await
-        .unwrap();
+    keel_test_support::PostgresServer::drop_connections(&url).await;
     // The first call after that may fail with the closed connection; the
     // store then opens a new one.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

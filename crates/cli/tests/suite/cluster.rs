@@ -94,22 +94,9 @@ mod durable {
 
         /// A call held in the shared store, and its wait started on Temporal.
         async fn held(&self, call_id: &str) -> String {
-            let call = CallContext {
-                workspace: "/ws".to_owned(),
-                cwd: "/ws".into(),
-                session_id: "s1".to_owned(),
-                call_id: call_id.to_owned(),
-                tool_name: "bash".to_owned(),
-                args: json!({ "command": "cargo publish" }),
-                origin: ToolOrigin::Builtin,
-                unattended: false,
-                write_target: None,
-            };
-            let GateOutcome::Held { request } = self.engine.gate_check(&call).await else {
-                panic!("cargo publish was not held");
-            };
-            self.client.start_approval_wait(&request.id).await.unwrap();
-            request.id
+            let id = hold(&self.engine, call_id).await;
+            self.client.start_approval_wait(&id).await.unwrap();
+            id
         }
 
         async fn result(&self, id: &str) -> Resolution {
@@ -121,6 +108,25 @@ mod durable {
 
         async fn status(&self, id: &str) -> Status {
             self.engine.request(id).await.unwrap().status
+        }
+    }
+
+    /// `cargo publish` held in `engine`'s store; its approval id.
+    async fn hold(engine: &ApprovalEngine, call_id: &str) -> String {
+        let call = CallContext {
+            workspace: "/ws".to_owned(),
+            cwd: "/ws".into(),
+            session_id: "s1".to_owned(),
+            call_id: call_id.to_owned(),
+            tool_name: "bash".to_owned(),
+            args: json!({ "command": "cargo publish" }),
+            origin: ToolOrigin::Builtin,
+            unattended: false,
+            write_target: None,
+        };
+        match engine.gate_check(&call).await {
+            GateOutcome::Held { request } => request.id,
+            other => panic!("cargo publish was not held: {other:?}"),
         }
     }
 
@@ -191,20 +197,7 @@ mod durable {
         let engine = ApprovalEngine::open_sqlite(home.path().join("keel.db"))
             .await
             .unwrap();
-        let call = CallContext {
-            workspace: "/ws".to_owned(),
-            cwd: "/ws".into(),
-            session_id: "s1".to_owned(),
-            call_id: "c9".to_owned(),
-            tool_name: "bash".to_owned(),
-            args: json!({ "command": "cargo publish" }),
-            origin: ToolOrigin::Builtin,
-            unattended: false,
-            write_target: None,
-        };
-        let GateOutcome::Held { request } = engine.gate_check(&call).await else {
-            panic!("not held");
-        };
+        let id = hold(&engine, "c9").await;
         // A port nothing listens on.
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -214,17 +207,14 @@ mod durable {
         let out = KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
             .home(home.path())
             .timeout(HANG)
-            .args(["approvals", "approve", &request.id])
+            .args(["approvals", "approve", &id])
             .args(["--temporal", &format!("127.0.0.1:{port}")])
             .run()
             .await
             .unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
         assert!(out.stderr.contains("not nudged"), "{}", out.stderr);
-        assert_eq!(
-            engine.request(&request.id).await.unwrap().status,
-            Status::Approved
-        );
+        assert_eq!(engine.request(&id).await.unwrap().status, Status::Approved);
     }
 
     #[tokio::test(flavor = "multi_thread")]

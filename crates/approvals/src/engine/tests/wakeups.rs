@@ -50,9 +50,8 @@ async fn postgres_a_decision_by_another_connection_wakes_the_wait() {
     let Some(server) = keel_test_support::PostgresServer::start().await else {
         return;
     };
-    let location = StoreLocation::Postgres {
-        url: server.database().await,
-    };
+    let url = server.database().await;
+    let location = StoreLocation::Postgres { url: url.clone() };
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let open = || ApprovalEngine::open_at(&location, clock.clone(), no_polling());
     let (waiting, deciding) = (open().await.unwrap(), open().await.unwrap());
@@ -60,18 +59,7 @@ async fn postgres_a_decision_by_another_connection_wakes_the_wait() {
 
     // The server drops every connection (a restart, a failover): the
     // listener reconnects and the next wait is woken all the same.
-    let url = server.database().await;
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        )
-        .await
-        .unwrap();
+    keel_test_support::PostgresServer::drop_connections(&url).await;
     // The stores' own connections come back on their next call.
     within(async {
         while waiting.pending(None).await.is_err() || deciding.pending(None).await.is_err() {
