@@ -52,6 +52,24 @@ pub fn apply_database_flag(global: &GlobalArgs) {
     }
 }
 
+/// Keeps this home's sessions in the shared PostgreSQL database when one
+/// is set (`--database`, `KEEL_DATABASE_URL`, `[store] url`), for the rest
+/// of the process. Called before anything opens a session.
+pub async fn open_shared_sessions(global: &GlobalArgs) -> anyhow::Result<()> {
+    let home = home_dir(global)?;
+    let Some((url, source)) = keel_core::keel_approvals::StoreLocation::shared_database(&home)?
+    else {
+        return Ok(());
+    };
+    let redacted = keel_core::keel_approvals::redact_dsn(&url);
+    let root = keel_session_store::SessionStore::for_home(&home);
+    keel_session_store::use_database(root.root(), &url, &redacted)
+        .await
+        .with_context(|| format!("the database from {source}"))?;
+    tracing::debug!(url = %redacted, "sessions are kept in the shared database");
+    Ok(())
+}
+
 /// The Temporal cluster this process uses, if any: `--temporal`, else
 /// `KEEL_TEMPORAL_ADDRESS`, else `[temporal] address`; the namespace and
 /// task queue from their environment variables, else the section, else

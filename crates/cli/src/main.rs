@@ -139,6 +139,17 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
+        let shares_sessions = matches!(
+            (&cli.mode, &cli.command),
+            (Some(Mode::Rpc), None)
+                | (
+                    None,
+                    Some(Command::Exec(_) | Command::AppServer(_) | Command::Sessions { .. })
+                )
+        );
+        if shares_sessions {
+            cluster::open_shared_sessions(&cli.global).await?;
+        }
         match (cli.mode, cli.command) {
             (Some(_), Some(_)) => Err(anyhow::anyhow!(
                 "--mode cannot be combined with a subcommand"

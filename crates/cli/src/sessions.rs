@@ -139,7 +139,9 @@ pub async fn run(global: &GlobalArgs, command: SessionsCommand) -> anyhow::Resul
         SessionsCommand::Rm { session, cwd } => {
             let cwd = workspace(cwd)?;
             let path = store.resolve(&cwd, &session).await?;
-            std::fs::remove_file(&path)
+            store
+                .remove(&path)
+                .await
                 .with_context(|| format!("cannot remove {}", path.display()))?;
             println!("removed {}", path.display());
         }

@@ -4,7 +4,9 @@
 //! (`format`), the sessions directory with listing and id resolution
 //! (`store`), crash-tolerant loading (`load`), the entry tree in memory and
 //! the context it gives the model, with compaction summaries (`tree`), and
-//! the one writer task per open file (`writer`). It stores [`keel_protocol::Message`]s
+//! the one writer task per open file (`writer`). Files live on disk, or,
+//! after [`use_database`], in PostgreSQL (`db`), behind the few file
+//! operations of `files`. It stores [`keel_protocol::Message`]s
 //! as they serialise; it must not know any wire protocol (RPC frames, app
 //! server) nor how the agent loop uses the history.
 //!
@@ -23,7 +25,9 @@
 //! # let _ = history; Ok(()) }
 //! ```
 
+mod db;
 mod error;
+mod files;
 mod format;
 mod ids;
 mod load;
@@ -32,14 +36,17 @@ mod tree;
 mod writer;
 
 #[cfg(test)]
+mod backends_tests;
+#[cfg(test)]
 mod testutil;
 
+pub use db::{DbError, database_in_use, use_database};
 pub use error::{Error, Result};
 pub use format::{
     ApprovalDecision, ApprovalEntry, Entry, EntryBody, FORMAT_VERSION, SessionHeader,
     random_entry_id,
 };
-pub use load::{LoadedSession, load};
+pub use load::{LoadedSession, header_of, load};
 pub use store::{FIRST_MESSAGE_MAX_CHARS, SessionStore, SessionSummary};
 pub use tree::{
     CompactionInfo, Context, ContextRefs, SUMMARY_PREFIX, SUMMARY_SUFFIX, SessionTree,

@@ -7,8 +7,7 @@
 //! (`store`), how the writer task batches (`writer`), or any wire protocol.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use keel_protocol::{Message, ThinkingLevel};
@@ -91,6 +90,16 @@ impl Latest {
 pub async fn load(path: &Path) -> Result<LoadedSession> {
     let owned = path.to_path_buf();
     crate::blocking(path, move || load_blocking(owned)).await
+}
+
+/// The header of the session file at `path` (its first line only).
+pub async fn header_of(path: &Path) -> Result<SessionHeader> {
+    let owned = path.to_path_buf();
+    crate::blocking(path, move || {
+        let mut reader = crate::files::reader(&owned).map_err(|e| Error::io(&owned, e))?;
+        read_header(&owned, &mut reader, &mut Vec::new()).map(|(header, _)| header)
+    })
+    .await
 }
 
 /// Strips the line terminator (`\n` or `\r\n`).
@@ -327,26 +336,15 @@ impl Reopen {
             needs_newline,
         } = self;
         let open_path = path.clone();
+        let how = crate::files::Reopen {
+            expected_len: file_len,
+            keep_len: recovered.then_some(valid_len),
+            needs_newline,
+        };
         let file = crate::blocking(&path, move || {
-            let io = |e| Error::io(&open_path, e);
-            let mut file = OpenOptions::new()
-                .append(true)
-                .open(&open_path)
-                .map_err(io)?;
-            let len = file.metadata().map_err(io)?.len();
-            if len != file_len {
-                return Err(Error::Modified { path: open_path });
-            }
-            if recovered {
-                file.set_len(valid_len).map_err(io)?;
-            }
-            if needs_newline {
-                file.write_all(b"\n").map_err(io)?;
-            }
-            if recovered || needs_newline {
-                file.sync_data().map_err(io)?;
-            }
-            Ok(file)
+            crate::files::reopen(&open_path, &how)
+                .map_err(|e| Error::io(&open_path, e))?
+                .ok_or(Error::Modified { path: open_path })
         })
         .await?;
         Ok(writer::spawn(file, path, session_id, leaf_id, ids))

@@ -8,8 +8,7 @@
 //! any wire protocol.
 
 use std::borrow::Cow;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -18,6 +17,7 @@ use keel_protocol::{ContentBlock, Message};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::files::{self, Sink};
 use crate::format::{
     Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms,
     to_line,
@@ -202,16 +202,7 @@ impl SessionStore {
         let root = self.root.clone();
         crate::blocking(&root.clone(), move || {
             let mut out = Vec::new();
-            let dirs = match std::fs::read_dir(&root) {
-                Ok(dirs) => dirs,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-                Err(e) => return Err(Error::io(&root, e)),
-            };
-            for dir in dirs.flatten() {
-                let dir = dir.path();
-                if !dir.is_dir() {
-                    continue;
-                }
+            for dir in files::dirs(&root).map_err(|e| Error::io(&root, e))? {
                 match session_files(&dir) {
                     Ok(files) => out.extend(
                         files
@@ -258,6 +249,17 @@ impl SessionStore {
     }
 }
 
+impl SessionStore {
+    /// Deletes the session file at `path` (for good).
+    pub async fn remove(&self, path: &Path) -> Result<()> {
+        let owned = path.to_path_buf();
+        crate::blocking(path, move || {
+            files::remove(&owned).map_err(|e| Error::io(&owned, e))
+        })
+        .await
+    }
+}
+
 /// The directory name of a workspace; see [`SessionStore::workspace_dir`].
 fn workspace_slug(cwd: &Path) -> String {
     let full = cwd.to_string_lossy();
@@ -288,55 +290,16 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Creates `path` with `header_line`; with `sync`, the file and `dir` are
-/// synced before this returns.
-fn create_file(dir: &Path, path: &Path, header_line: &[u8], sync: bool) -> Result<File> {
-    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let mut options = OpenOptions::new();
-    options.append(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Sessions may hold secrets pasted into prompts or tool output.
-        options.mode(0o600);
-    }
-    let io = |e| Error::io(path, e);
-    let mut file = options.open(path).map_err(io)?;
-    file.write_all(header_line).map_err(io)?;
-    if !sync {
-        return Ok(file);
-    }
-    file.sync_all().map_err(io)?;
-    // Make the new directory entry durable too.
-    #[cfg(unix)]
-    if let Err(err) = File::open(dir).and_then(|d| d.sync_all()) {
-        tracing::warn!(dir = %dir.display(), error = %err, "cannot sync the session directory");
-    }
-    Ok(file)
+/// Creates `path` with `header_line`; with `sync`, it (and `dir`) is
+/// durable before this returns.
+fn create_file(dir: &Path, path: &Path, header_line: &[u8], sync: bool) -> Result<Sink> {
+    files::create_new(dir, path, header_line, sync).map_err(|e| Error::io(path, e))
 }
 
 /// The session files of a directory with their modification times, newest
 /// first (ties: later file name first). A missing directory has none.
 fn session_files(dir: &Path) -> Result<Vec<(PathBuf, SystemTime)>> {
-    let read = match fs::read_dir(dir) {
-        Ok(read) => read,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(err) => return Err(Error::io(dir, err)),
-    };
-    let mut files = Vec::new();
-    for item in read {
-        let item = item.map_err(|e| Error::io(dir, e))?;
-        let path = item.path();
-        if path.extension().is_none_or(|ext| ext != EXTENSION) {
-            continue;
-        }
-        let Ok(meta) = fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_file() {
-            files.push((path, meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
-        }
-    }
+    let mut files = files::list(dir, EXTENSION).map_err(|e| Error::io(dir, e))?;
     files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
     Ok(files)
 }
@@ -370,8 +333,7 @@ struct RoleProbe<'a> {
 
 /// Reads a summary by streaming the file; malformed lines are ignored.
 fn summarize(path: &Path, modified: SystemTime) -> Result<SessionSummary> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut reader = BufReader::new(file);
+    let mut reader = files::reader(path).map_err(|e| Error::io(path, e))?;
     let mut buf = Vec::new();
     let (header, _) = read_header(path, &mut reader, &mut buf)?;
     let mut summary = SessionSummary {
@@ -455,7 +417,7 @@ fn resolve_blocking(root: &Path, workspace: &Path, cwd: &Path, query: &str) -> R
         candidates.push(as_path.to_path_buf());
     }
     for candidate in candidates {
-        if candidate.is_file() {
+        if files::is_file(&candidate) {
             return Ok(std::path::absolute(&candidate).unwrap_or(candidate));
         }
     }
@@ -471,19 +433,11 @@ fn resolve_blocking(root: &Path, workspace: &Path, cwd: &Path, query: &str) -> R
     )? {
         return Ok(path);
     }
-    let mut others = Vec::new();
-    match fs::read_dir(root) {
-        Ok(read) => {
-            for item in read {
-                let path = item.map_err(|e| Error::io(root, e))?.path();
-                if path.is_dir() && path != workspace {
-                    others.push(path);
-                }
-            }
-        }
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(Error::io(root, err)),
-    }
+    let mut others: Vec<PathBuf> = files::dirs(root)
+        .map_err(|e| Error::io(root, e))?
+        .into_iter()
+        .filter(|dir| dir != workspace)
+        .collect();
     others.sort();
     find_by_id(&others, &query_id, query)?.ok_or_else(not_found)
 }
@@ -536,6 +490,7 @@ fn find_by_id(dirs: &[PathBuf], query_id: &str, query: &str) -> Result<Option<Pa
 mod tests {
     use super::*;
     use crate::testutil::{assistant, msg, temp_store, user, within};
+    use std::fs::{self, File};
     use std::time::Duration;
 
     /// A minimal session file named like `create` names them.

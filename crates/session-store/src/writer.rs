@@ -10,14 +10,14 @@
 //! wire protocol.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, Result};
+use crate::files::Sink;
 use crate::format::{Entry, EntryBody, now_rfc3339, random_entry_id, to_line};
 use crate::ids::IdSet;
 
@@ -72,7 +72,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Starts the writer task for `file` (opened for appending, positioned after
 /// a complete line). Must be called inside a tokio runtime.
 pub(crate) fn spawn(
-    file: File,
+    file: Sink,
     path: PathBuf,
     session_id: String,
     leaf: Option<String>,
@@ -85,7 +85,7 @@ pub(crate) fn spawn(
 /// task first syncs the file and `dir` (so the new directory entry is
 /// durable too), off the caller's path, before anything queued.
 pub(crate) fn spawn_syncing(
-    file: File,
+    file: Sink,
     path: PathBuf,
     session_id: String,
     leaf: Option<String>,
@@ -256,7 +256,7 @@ impl SessionWriter {
 
 /// The writer task.
 async fn run(
-    file: File,
+    file: Sink,
     path: PathBuf,
     mut rx: mpsc::Receiver<Command>,
     failure: Failure,
@@ -352,16 +352,12 @@ fn record_failure(path: &Path, failure: &Failure, err: &io::Error) {
 }
 
 /// Syncs a new file and its directory on the blocking pool.
-async fn sync_new(file: &mut Option<File>, dir: PathBuf) -> io::Result<()> {
-    let Some(handle) = file.take() else {
+async fn sync_new(file: &mut Option<Sink>, dir: PathBuf) -> io::Result<()> {
+    let Some(mut handle) = file.take() else {
         return Err(io::Error::other("the session file handle was lost"));
     };
     let (handle, result) = tokio::task::spawn_blocking(move || {
-        let result = handle.sync_all();
-        #[cfg(unix)]
-        if let Err(err) = File::open(&dir).and_then(|d| d.sync_all()) {
-            tracing::warn!(dir = %dir.display(), error = %err, "cannot sync the session directory");
-        }
+        let result = handle.sync_new(&dir);
         (handle, result)
     })
     .await
@@ -371,7 +367,7 @@ async fn sync_new(file: &mut Option<File>, dir: PathBuf) -> io::Result<()> {
 }
 
 /// Writes `buf` (and syncs if asked) on the blocking pool, then empties it.
-async fn write_out(file: &mut Option<File>, buf: &mut Vec<u8>, sync: bool) -> io::Result<()> {
+async fn write_out(file: &mut Option<Sink>, buf: &mut Vec<u8>, sync: bool) -> io::Result<()> {
     let Some(mut handle) = file.take() else {
         return Err(io::Error::other("the session file handle was lost"));
     };
@@ -556,7 +552,7 @@ mod tests {
             return;
         };
         let writer = spawn(
-            file,
+            Sink::Disk(file),
             PathBuf::from("/dev/full"),
             "s".into(),
             None,

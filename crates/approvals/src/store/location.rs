@@ -161,6 +161,49 @@ impl StoreLocation {
         )
     }
 
+    /// The PostgreSQL database every durable thing of `home` shares, when
+    /// one is set by `--database`, `KEEL_DATABASE_URL` or `[store] url`
+    /// (the first set; the approvals-only settings do not count). Its URL,
+    /// and which setting chose it.
+    pub fn shared_database(home: &Path) -> Result<Option<(String, StoreSource)>> {
+        let database_env = std::env::var(DATABASE_ENV).ok();
+        let given = Given {
+            command_line: COMMAND_LINE_DATABASE.get().map(String::as_str),
+            approvals_env: None,
+            database_env: database_env.as_deref(),
+        };
+        let (location, source) = Self::resolve_general(home, &given)?;
+        Ok(location.postgres_url().map(|url| (url, source)))
+    }
+
+    /// [`resolve`](Self::resolve) without `[approvals] store`.
+    fn resolve_general(home: &Path, given: &Given<'_>) -> Result<(Self, StoreSource)> {
+        let config = home.join("config.toml");
+        for (source, value) in [
+            (StoreSource::CommandLine, given.command_line),
+            (StoreSource::DatabaseEnv, given.database_env),
+        ] {
+            if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
+                return Self::parse(value, home)
+                    .map(|l| (l, source))
+                    .map_err(|e| Error::Config(format!("{source}: {e}")));
+            }
+        }
+        match configured(&config, "store", "url")? {
+            Some(value) => Self::parse(&value, home)
+                .map(|l| (l, StoreSource::StoreFile))
+                .map_err(|e| Error::Config(format!("[store] url in {}: {e}", config.display()))),
+            None => Ok((Self::default_for(home), StoreSource::Default)),
+        }
+    }
+
+    fn postgres_url(self) -> Option<String> {
+        match self {
+            StoreLocation::Postgres { url } => Some(url),
+            StoreLocation::Sqlite(_) => None,
+        }
+    }
+
     /// [`locate`](Self::locate) with the command line and environment given.
     pub fn resolve(home: &Path, given: &Given<'_>) -> Result<(Self, StoreSource)> {
         let set = |v: Option<&str>| v.filter(|v| !v.trim().is_empty()).map(str::to_owned);
@@ -329,6 +372,45 @@ mod tests {
         };
         let err = StoreLocation::resolve(home, &bad).unwrap_err();
         assert!(err.to_string().contains(DATABASE_ENV), "{err}");
+    }
+
+    #[test]
+    fn the_shared_database_ignores_the_approvals_only_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let general = |given: Given<'_>| {
+            StoreLocation::resolve_general(home, &given)
+                .unwrap()
+                .0
+                .postgres_url()
+        };
+        assert_eq!(general(Given::default()), None);
+        std::fs::write(
+            home.join("config.toml"),
+            "[approvals]\nstore = \"postgres://k@h/approvals\"\n",
+        )
+        .unwrap();
+        assert_eq!(general(Given::default()), None);
+        std::fs::write(
+            home.join("config.toml"),
+            "[approvals]\nstore = \"postgres://k@h/approvals\"\n[store]\nurl = \"postgres://k@h/all\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            general(Given::default()).as_deref(),
+            Some("postgres://k@h/all")
+        );
+        let env = Given {
+            approvals_env: Some("postgres://k@h/env-approvals"),
+            database_env: Some("postgres://k@h/env"),
+            ..Given::default()
+        };
+        assert_eq!(general(env).as_deref(), Some("postgres://k@h/env"));
+        let sqlite = Given {
+            command_line: Some("sqlite"),
+            ..env
+        };
+        assert_eq!(general(sqlite), None);
     }
 
     #[tokio::test]

@@ -243,6 +243,124 @@ mod durable {
     }
 }
 
+/// Two machines (two keel homes) on one database: a session started on
+/// one continues on the other, is listed there, and is removed from
+/// either; nothing is written under either home's `sessions/`.
+#[tokio::test]
+async fn two_homes_on_one_database_share_their_sessions() {
+    use keel_test_support::{MockModelServer, MockResponse, PostgresServer};
+
+    let Some(pg) = PostgresServer::start().await else {
+        return;
+    };
+    let url = pg.database().await;
+    let mock = MockModelServer::start().await;
+    let ws = tempfile::tempdir().unwrap();
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let keel = |home: &std::path::Path| {
+        keel_test_support::KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+            .home(home)
+            .cwd(ws.path())
+            .env("KEEL_DATABASE_URL", url.clone())
+    };
+    let exec = |home: &std::path::Path| {
+        keel(home).args([
+            "exec",
+            "--base-url",
+            &mock.base_url(),
+            "--model",
+            "mock-model",
+        ])
+    };
+    mock.push_all([
+        MockResponse::text("first answer"),
+        MockResponse::text("second answer"),
+    ]);
+
+    let out = exec(home_a.path())
+        .arg("first question")
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let out = exec(home_b.path())
+        .args(["--continue", "second question"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let body = mock.last_request().unwrap().body;
+    let texts: Vec<&str> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(texts, ["first question", "first answer", "second question"]);
+
+    let listed = keel(home_a.path())
+        .args(["sessions", "list", "--json"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(listed.code(), Some(0), "{}", listed.stderr);
+    let rows = listed.json_lines().unwrap();
+    assert_eq!(rows.len(), 1, "{}", listed.stdout);
+    assert_eq!(rows[0]["messages"], 4);
+    assert_eq!(rows[0]["firstMessage"], "first question");
+    for home in [&home_a, &home_b] {
+        let sessions = home.path().join("sessions");
+        assert!(!sessions.exists(), "files under {}", sessions.display());
+    }
+
+    let id = rows[0]["id"].as_str().unwrap().to_owned();
+    let removed = keel(home_b.path())
+        .args(["sessions", "rm", &id])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(removed.code(), Some(0), "{}", removed.stderr);
+    let listed = keel(home_a.path())
+        .args(["sessions", "list", "--json"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(listed.stdout, "");
+}
+
+/// An unreachable database is a clear error that names the setting and
+/// hides the password; nothing runs.
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = keel_test_support::KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+        .home(home.path())
+        .cwd(home.path())
+        .args([
+            "--database",
+            &format!("postgres://keel:hunter2@127.0.0.1:{port}/keel?connect_timeout=5"),
+            "sessions",
+            "list",
+        ])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2));
+    assert!(out.stderr.contains("--database"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("cannot use the sessions database"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+}
+
 #[cfg(not(feature = "temporal"))]
 #[tokio::test]
 async fn a_build_without_temporal_says_how_to_get_one() {

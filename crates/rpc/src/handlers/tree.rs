@@ -105,13 +105,8 @@ impl Server {
 
 /// The `parentSession` of a session file's header, if any.
 async fn parent_session(file: &Path) -> Option<String> {
-    use tokio::io::AsyncBufReadExt;
-    let f = tokio::fs::File::open(file).await.ok()?;
-    let mut line = String::new();
-    tokio::io::BufReader::new(f)
-        .read_line(&mut line)
+    keel_session_store::header_of(file)
         .await
-        .ok()?;
-    let header: Value = serde_json::from_str(line.trim()).ok()?;
-    header["parentSession"].as_str().map(str::to_owned)
+        .ok()?
+        .parent_session
 }

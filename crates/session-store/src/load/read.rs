@@ -35,7 +35,7 @@ pub(super) fn load_blocking(path: PathBuf) -> Result<LoadedSession> {
 pub(super) fn load_in_chunks(path: PathBuf, chunk_bytes: usize) -> Result<LoadedSession> {
     // One read of the whole file: lines are parsed where they lie (no copy
     // per line) and the entry vector is sized once, from the line count.
-    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    let bytes = crate::files::read(&path).map_err(|e| Error::io(&path, e))?;
     let mut rest: &[u8] = &bytes;
     let (header, header_len) = read_header(&path, &mut rest, &mut Vec::new())?;
     if header.version > FORMAT_VERSION {

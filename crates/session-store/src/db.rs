@@ -1,0 +1,579 @@
+//! Session files kept in PostgreSQL.
+//!
+//! Owns the database side of the sessions directory: once [`use_database`]
+//! has been called, every session file under the given root lives in two
+//! tables instead of on disk, addressed by its path relative to the root
+//! (`--<slug>--/<time>_<id>.jsonl`), so keel processes on machines with
+//! different homes share them. `keel_session_files` holds one row per
+//! session (its header line, line count, length and modification time);
+//! `keel_session_lines` holds its entry lines, one row each, in order. A
+//! file read back is the header and the lines joined with `\n`: byte for
+//! byte the JSONL file keel would have written, so the same parser loads
+//! it and every rule of the format (ids, parents, branches, forks,
+//! compactions, names) holds unchanged.
+//!
+//! An append is one transaction that checks the line count the writer
+//! last saw (`WHERE lines = $n`): a second writer of the same session, on
+//! any machine, fails with "changed since it was loaded" instead of
+//! interleaving, and a committed append is durable (no cut tails). The
+//! schema is versioned (`keel_sessions_schema`); a database written by a
+//! newer keel is refused. The connection string is only ever shown
+//! redacted. The functions here block (they run on tokio's blocking pool,
+//! as file I/O does); it must not know what the lines mean.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::runtime::Handle;
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, Config, NoTls};
+
+/// The sessions root that lives in the database, and its connection.
+pub(crate) struct Db {
+    root: PathBuf,
+    config: Config,
+    redacted: String,
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("root", &self.root)
+            .field("url", &self.redacted)
+            .finish_non_exhaustive()
+    }
+}
+
+static DB: OnceLock<Db> = OnceLock::new();
+
+/// Each entry takes the schema from version `index` to `index + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+    CREATE TABLE keel_session_files (
+        path        TEXT PRIMARY KEY,
+        workspace   TEXT NOT NULL,
+        session_id  TEXT NOT NULL,
+        header      TEXT NOT NULL,
+        lines       BIGINT NOT NULL,
+        bytes       BIGINT NOT NULL,
+        modified_ms BIGINT NOT NULL
+    );
+    CREATE INDEX keel_session_files_by_workspace ON keel_session_files (workspace, modified_ms);
+    CREATE INDEX keel_session_files_by_id ON keel_session_files (session_id);
+    CREATE TABLE keel_session_lines (
+        path TEXT NOT NULL REFERENCES keel_session_files (path) ON DELETE CASCADE,
+        seq  BIGINT NOT NULL,
+        line TEXT NOT NULL,
+        PRIMARY KEY (path, seq)
+    );
+    "#];
+
+/// The version this keel writes.
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock migrations hold ("keel" then "se").
+const MIGRATION_LOCK: i64 = 0x6b65_656c_7365;
+
+/// Errors of setting the database up.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid PostgreSQL connection string {0}")]
+    Config(String),
+    #[error("cannot use the sessions database {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error(
+        "the sessions database {url} was written by a newer keel (schema {found}; this keel knows {supported})"
+    )]
+    TooNew {
+        url: String,
+        found: i64,
+        supported: i64,
+    },
+    #[error("sessions already use another database in this process")]
+    AlreadySet,
+}
+
+/// Keeps every session file under `root` in the PostgreSQL database at
+/// `url` (created and migrated as needed), for the rest of the process.
+/// `redacted` is the URL as it may be shown. Call once, early, inside a
+/// tokio runtime; a second call with another root fails.
+pub async fn use_database(root: &Path, url: &str, redacted: &str) -> Result<(), DbError> {
+    if let Some(db) = DB.get() {
+        return if db.root == root {
+            Ok(())
+        } else {
+            Err(DbError::AlreadySet)
+        };
+    }
+    let config = Config::from_str(url).map_err(|e| DbError::Config(format!("{redacted}: {e}")))?;
+    let connect_error = |e: tokio_postgres::Error| DbError::Connect {
+        url: redacted.to_owned(),
+        message: e.to_string(),
+    };
+    let mut client = connect(&config).await.map_err(connect_error)?;
+    if let Some(found) = migrate(&mut client).await.map_err(connect_error)? {
+        return Err(DbError::TooNew {
+            url: redacted.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let db = Db {
+        root: root.to_path_buf(),
+        config,
+        redacted: redacted.to_owned(),
+        client: Mutex::new(client),
+    };
+    if DB.set(db).is_err() {
+        return Err(DbError::AlreadySet);
+    }
+    Ok(())
+}
+
+/// Whether sessions live in a database in this process; its URL, redacted.
+pub fn database_in_use() -> Option<&'static str> {
+    DB.get().map(|db| db.redacted.as_str())
+}
+
+async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "the sessions database connection failed");
+        }
+    });
+    Ok(client)
+}
+
+/// Brings the schema up to date; `Some(version)` when the database is newer.
+async fn migrate(client: &mut Client) -> Result<Option<i64>, tokio_postgres::Error> {
+    loop {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS keel_sessions_schema (version BIGINT NOT NULL)",
+        )
+        .await?;
+        let version: i64 = tx
+            .query_opt("SELECT version FROM keel_sessions_schema LIMIT 1", &[])
+            .await?
+            .map(|row| row.try_get(0))
+            .transpose()?
+            .unwrap_or(0);
+        let step = usize::try_from(version).ok();
+        let Some(sql) = step.and_then(|s| MIGRATIONS.get(s)) else {
+            tx.commit().await?;
+            return Ok((version > SCHEMA_VERSION).then_some(version));
+        };
+        tx.batch_execute(sql).await?;
+        tx.execute("DELETE FROM keel_sessions_schema", &[]).await?;
+        tx.execute(
+            "INSERT INTO keel_sessions_schema (version) VALUES ($1)",
+            &[&(version + 1)],
+        )
+        .await?;
+        tx.commit().await?;
+    }
+}
+
+/// The database and the key of `path`, when `path` is under its root.
+pub(crate) fn under(path: &Path) -> Option<(&'static Db, String)> {
+    let db = DB.get()?;
+    let rel = path.strip_prefix(&db.root).ok()?;
+    let key = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    Some((db, key))
+}
+
+fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn time_of(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+fn io_error(e: tokio_postgres::Error) -> io::Error {
+    io::Error::other(format!("sessions database: {e}"))
+}
+
+fn not_found(key: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no session file {key} in the sessions database"),
+    )
+}
+
+/// Splits appended bytes into lines (each written with its `\n`).
+fn lines_of(bytes: &[u8]) -> io::Result<Vec<String>> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(text.split('\n').map(str::to_owned).collect())
+}
+
+/// A session file in the database, opened for appending: the writer's
+/// view of how many lines it holds.
+#[derive(Debug)]
+pub(crate) struct DbFile {
+    db: &'static Db,
+    key: String,
+    lines: i64,
+}
+
+impl Db {
+    /// Runs `work` on the connection (reconnected first if the server
+    /// dropped it, or if the runtime that drove it is gone), blocking this
+    /// thread of the current runtime's blocking pool.
+    fn run<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
+    ) -> io::Result<T> {
+        let runtime = Handle::try_current()
+            .map_err(|_| io::Error::other("the sessions database needs an async runtime"))?;
+        runtime.block_on(async {
+            let mut client = self.client.lock().await;
+            if client.is_closed() {
+                tracing::warn!(url = %self.redacted, "the sessions database connection was closed; reconnecting");
+                *client = connect(&self.config).await.map_err(io_error)?;
+            }
+            work(&mut client).await.map_err(io_error)
+        })
+    }
+
+    /// The whole file as JSONL bytes.
+    pub(crate) fn read(&self, key: &str) -> io::Result<Vec<u8>> {
+        let key = key.to_owned();
+        let found = self.run(async |c| {
+            let Some(file) = c
+                .query_opt(
+                    "SELECT header FROM keel_session_files WHERE path = $1",
+                    &[&key],
+                )
+                .await?
+            else {
+                return Ok(None);
+            };
+            let header: String = file.try_get(0)?;
+            let rows = c
+                .query(
+                    "SELECT line FROM keel_session_lines WHERE path = $1 ORDER BY seq",
+                    &[&key],
+                )
+                .await?;
+            let mut out = Vec::with_capacity(header.len() + 1 + rows.len() * 256);
+            out.extend_from_slice(header.as_bytes());
+            out.push(b'\n');
+            for row in rows {
+                let line: &str = row.try_get(0)?;
+                out.extend_from_slice(line.as_bytes());
+                out.push(b'\n');
+            }
+            Ok(Some(out))
+        })?;
+        found.ok_or_else(|| not_found(&key))
+    }
+
+    /// Creates the file with `bytes` (a header line, maybe entries); fails
+    /// with `AlreadyExists` when it exists.
+    pub(crate) fn create(&'static self, key: &str, bytes: &[u8]) -> io::Result<DbFile> {
+        let mut lines = lines_of(bytes)?.into_iter();
+        let header = lines.next().unwrap_or_default();
+        let entries: Vec<String> = lines.collect();
+        let session_id = serde_json::from_str::<serde_json::Value>(&header)
+            .ok()
+            .and_then(|h| h.get("id").and_then(|v| v.as_str()).map(str::to_owned))
+            .unwrap_or_default();
+        let workspace = key.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned();
+        let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+        let len = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        let now = millis(SystemTime::now());
+        let owned = key.to_owned();
+        let created = self.run(async |c| {
+            let tx = c.transaction().await?;
+            let inserted = tx
+                .execute(
+                    "INSERT INTO keel_session_files \
+                     (path, workspace, session_id, header, lines, bytes, modified_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (path) DO NOTHING",
+                    &[&owned, &workspace, &session_id, &header, &count, &len, &now],
+                )
+                .await?;
+            if inserted == 0 {
+                return Ok(false);
+            }
+            insert_lines(&tx, &owned, 0, &entries).await?;
+            tx.commit().await?;
+            Ok(true)
+        })?;
+        if !created {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("session file {key} exists in the sessions database"),
+            ));
+        }
+        Ok(DbFile {
+            db: self,
+            key: key.to_owned(),
+            lines: count,
+        })
+    }
+
+    /// Opens the file for appending if it is still `expected_len` bytes long
+    /// (`None`: it changed), dropping the lines past `keep_len` first.
+    pub(crate) fn open_append(
+        &'static self,
+        key: &str,
+        expected_len: u64,
+        keep_len: u64,
+    ) -> io::Result<Option<DbFile>> {
+        let key = key.to_owned();
+        let expected = i64::try_from(expected_len).unwrap_or(i64::MAX);
+        let lines = self.run(async |c| {
+            let tx = c.transaction().await?;
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT header, lines, bytes FROM keel_session_files WHERE path = $1 FOR UPDATE",
+                    &[&key],
+                )
+                .await?
+            else {
+                return Ok(None);
+            };
+            let header: String = row.try_get(0)?;
+            let (lines, bytes): (i64, i64) = (row.try_get(1)?, row.try_get(2)?);
+            if bytes != expected {
+                return Ok(None);
+            }
+            if keep_len >= expected_len {
+                return Ok(Some(lines));
+            }
+            // Keep the lines that end within `keep_len`.
+            let rows = tx
+                .query(
+                    "SELECT seq, octet_length(line) FROM keel_session_lines WHERE path = $1 ORDER BY seq",
+                    &[&key],
+                )
+                .await?;
+            let mut end = i64::try_from(header.len()).unwrap_or(i64::MAX) + 1;
+            let mut kept = 0i64;
+            for row in rows {
+                let len: i32 = row.try_get(1)?;
+                if u64::try_from(end + i64::from(len) + 1).unwrap_or(u64::MAX) > keep_len {
+                    break;
+                }
+                end += i64::from(len) + 1;
+                kept += 1;
+            }
+            tx.execute(
+                "DELETE FROM keel_session_lines WHERE path = $1 AND seq >= $2",
+                &[&key, &kept],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE keel_session_files SET lines = $2, bytes = $3 WHERE path = $1",
+                &[&key, &kept, &end],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Some(kept))
+        })?;
+        Ok(lines.map(|lines| DbFile {
+            db: self,
+            key: key.clone(),
+            lines,
+        }))
+    }
+
+    /// Removes the file and its lines; false when there was none.
+    pub(crate) fn remove(&self, key: &str) -> io::Result<bool> {
+        let key = key.to_owned();
+        self.run(async |c| {
+            Ok(
+                c.execute("DELETE FROM keel_session_files WHERE path = $1", &[&key])
+                    .await?
+                    > 0,
+            )
+        })
+    }
+
+    /// Whether the file exists.
+    pub(crate) fn exists(&self, key: &str) -> bool {
+        let key = key.to_owned();
+        self.run(async |c| {
+            Ok(
+                c.query_opt("SELECT 1 FROM keel_session_files WHERE path = $1", &[&key])
+                    .await?
+                    .is_some(),
+            )
+        })
+        .unwrap_or(false)
+    }
+
+    /// The files of one workspace folder (`dir` is its key) with their
+    /// modification times.
+    pub(crate) fn list(&self, dir: &str) -> io::Result<Vec<(String, SystemTime)>> {
+        let dir = dir.to_owned();
+        self.run(async |c| {
+            let rows = c
+                .query(
+                    "SELECT path, modified_ms FROM keel_session_files WHERE workspace = $1",
+                    &[&dir],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| Ok((r.try_get(0)?, time_of(r.try_get(1)?))))
+                .collect()
+        })
+    }
+
+    /// The folders right below the folder `prefix` (its key; empty for
+    /// the root) that hold sessions.
+    pub(crate) fn dirs(&self, prefix: &str) -> io::Result<Vec<String>> {
+        let under = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}/")
+        };
+        let pattern = format!(
+            "{}%",
+            under
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let all: Vec<String> = self.run(async |c| {
+            let rows = c
+                .query(
+                    "SELECT DISTINCT workspace FROM keel_session_files WHERE workspace LIKE $1",
+                    &[&pattern],
+                )
+                .await?;
+            rows.iter().map(|r| r.try_get(0)).collect()
+        })?;
+        let mut out: Vec<String> = all
+            .into_iter()
+            .filter_map(|w| {
+                let rest = w.strip_prefix(&under)?;
+                let first = rest.split('/').next()?;
+                (!first.is_empty()).then(|| format!("{under}{first}"))
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The root this database stands for.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+async fn insert_lines(
+    tx: &tokio_postgres::Transaction<'_>,
+    key: &str,
+    first: i64,
+    lines: &[String],
+) -> Result<(), tokio_postgres::Error> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let seqs: Vec<i64> = (first..).take(lines.len()).collect();
+    tx.execute(
+        "INSERT INTO keel_session_lines (path, seq, line) \
+         SELECT $1, s, l FROM unnest($2::bigint[], $3::text[]) AS t(s, l)",
+        &[&key, &seqs, &lines],
+    )
+    .await?;
+    Ok(())
+}
+
+impl DbFile {
+    /// Appends whole lines, if nobody else appended since this handle's
+    /// last look (else `Modified`-style error: the session changed).
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let lines = lines_of(bytes)?;
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let added = i64::try_from(lines.len()).unwrap_or(i64::MAX);
+        let grown = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
+        let (key, from) = (self.key.clone(), self.lines);
+        let now = millis(SystemTime::now());
+        let appended = self.db.run(async |c| {
+            let tx = c.transaction().await?;
+            let updated = tx
+                .execute(
+                    "UPDATE keel_session_files SET lines = lines + $3, bytes = bytes + $4, \
+                     modified_ms = greatest(modified_ms + 1, $5) WHERE path = $1 AND lines = $2",
+                    &[&key, &from, &added, &grown, &now],
+                )
+                .await?;
+            if updated == 0 {
+                return Ok(false);
+            }
+            insert_lines(&tx, &key, from, &lines).await?;
+            tx.commit().await?;
+            Ok(true)
+        })?;
+        if !appended {
+            return Err(io::Error::other(format!(
+                "session {} was changed by another writer since it was opened",
+                self.key
+            )));
+        }
+        self.lines += added;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SCHEMA_VERSION, connect, lines_of, migrate};
+
+    #[tokio::test]
+    async fn a_database_written_by_a_newer_keel_is_refused_and_left_alone() {
+        let Some(server) = keel_test_support::PostgresServer::start().await else {
+            return;
+        };
+        let url = server.database().await;
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let mut client = connect(&config).await.unwrap();
+        assert_eq!(migrate(&mut client).await.unwrap(), None);
+        // Migrating again changes nothing.
+        assert_eq!(migrate(&mut client).await.unwrap(), None);
+        client
+            .batch_execute("UPDATE keel_sessions_schema SET version = 99")
+            .await
+            .unwrap();
+        assert_eq!(migrate(&mut client).await.unwrap(), Some(99));
+        let version: i64 = client
+            .query_one("SELECT version FROM keel_sessions_schema", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 99);
+        const { assert!(SCHEMA_VERSION < 99) };
+    }
+
+    #[test]
+    fn appended_bytes_split_into_lines() {
+        assert_eq!(lines_of(b"").unwrap(), Vec::<String>::new());
+        assert_eq!(lines_of(b"a\n").unwrap(), vec!["a"]);
+        assert_eq!(lines_of(b"a\nb\n").unwrap(), vec!["a", "b"]);
+        assert_eq!(lines_of(b"a\nb").unwrap(), vec!["a", "b"]);
+        assert!(lines_of(b"\xff\n").is_err());
+    }
+}
