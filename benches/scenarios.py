@@ -13,6 +13,7 @@ Scenarios
   sessions       rpc: N new_session in sequence; ms per session, RSS growth per session
   approval_rpc   keel rpc: approval_response written -> tool_execution_start (in-process)
   approval_xproc keel exec waits; `keel approvals approve` from another process -> tool starts
+                 (SQLite in the home, or PostgreSQL with peers.py --database)
   big_session    a 100,000-entry session file: switch_session, resume at spawn, sessions list
 """
 import json
@@ -314,12 +315,15 @@ def approval_rpc(c, runs):
         p.close(timeout=15)
 
 
-def approval_xproc(keel, c, runs):
+def approval_xproc(keel, c, runs, database=None):
     """`keel exec --json --wait-approvals` waits on a held call (without a terminal exec would
     otherwise make a draft and go on); `keel approvals approve <id>` runs as another
     process; time from that process's exit (the decision is committed) to the
-    tool_execution_start line of the waiting exec."""
+    tool_execution_start line of the waiting exec. With `database` (a postgres:// URL) both
+    processes keep their approvals and sessions there (KEEL_DATABASE_URL)."""
     env, out = dict(c.envmap), []
+    if database:
+        env["KEEL_DATABASE_URL"] = database
     if c.argv[1:3] != ["--mode", "rpc"]:
         return {"error": "expected a keel --mode rpc contestant"}
     base = c.argv[3:]

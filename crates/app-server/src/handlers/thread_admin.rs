@@ -113,11 +113,13 @@ pub async fn delete(ctx: &mut RequestCtx, p: ThreadIdParams) -> Result<Reply, Rp
         ),
     };
     let conns = unload(ctx, &id).await;
-    if let Some(path) = path
-        && let Err(e) = tokio::fs::remove_file(&path).await
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        return Err(RpcError::internal(e));
+    if let Some(path) = path {
+        match ctx.runtime.store.remove(&path).await {
+            Ok(()) => {}
+            Err(keel_session_store::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(RpcError::internal(e)),
+        }
     }
     metadata::remove(&ctx.runtime.config.home, &id).await;
     crate::approvals::cancel_thread(&ctx.runtime, &id).await;

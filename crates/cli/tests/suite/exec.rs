@@ -210,7 +210,7 @@ async fn provider_error_exits_1_with_a_one_line_reason() {
     };
     assert_eq!(a.stop_reason, StopReason::Error);
     assert_eq!(a.error_kind.as_deref(), Some("unauthorized"));
-    let raw = std::fs::read_to_string(&session.path).unwrap();
+    let raw = env.session_text(&session.path).await;
     assert!(
         !raw.contains("sk-test-secret"),
         "the key must never be stored"

@@ -197,7 +197,7 @@ async fn show_fork_from_and_rm() {
         sent.contains("first answer") && !sent.contains("second answer"),
         "{sent}"
     );
-    assert_eq!(env.session_files().len(), 2);
+    assert_eq!(env.session_files().await.len(), 2);
 
     let out = env
         .exec()
@@ -215,7 +215,7 @@ async fn show_fork_from_and_rm() {
         .await
         .unwrap();
     assert_eq!(rm.code(), Some(0), "{}", rm.stderr);
-    assert_eq!(env.session_files().len(), 1);
+    assert_eq!(env.session_files().await.len(), 1);
     let export = env
         .keel()
         .args(["sessions", "export", "--html", "-o", "latest.html"])

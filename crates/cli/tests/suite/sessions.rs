@@ -103,6 +103,10 @@ async fn session_by_id_prefix_and_by_path() {
 #[tokio::test]
 async fn a_session_cut_mid_line_still_resumes() {
     let env = Env::new().await;
+    if env.db.is_some() {
+        // A database commits whole lines: there is no cut line to resume.
+        return;
+    }
     env.mock.push_all([
         MockResponse::text("kept"),
         MockResponse::text("after crash"),
@@ -158,7 +162,7 @@ async fn no_session_saves_nothing() {
     env.mock.push(MockResponse::text("ephemeral"));
     let out = env.exec().args(["--no-session", "hi"]).run().await.unwrap();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert!(env.session_files().is_empty());
+    assert!(env.session_files().await.is_empty());
 }
 
 #[tokio::test]

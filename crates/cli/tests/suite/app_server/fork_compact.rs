@@ -61,15 +61,13 @@ async fn fork_copies_the_history_into_a_new_thread_that_records_its_parent() {
     let out = s.close().await;
     assert_eq!(out.code(), Some(0));
     // The fork's file records the source as its parent.
-    let files = env.session_files();
+    let files = env.session_files().await;
     assert_eq!(files.len(), 2);
-    let headers: Vec<serde_json::Value> = files
-        .iter()
-        .map(|f| {
-            serde_json::from_str(std::fs::read_to_string(f).unwrap().lines().next().unwrap())
-                .unwrap()
-        })
-        .collect();
+    let mut headers: Vec<serde_json::Value> = Vec::new();
+    for f in &files {
+        let text = env.session_text(f).await;
+        headers.push(serde_json::from_str(text.lines().next().unwrap()).unwrap());
+    }
     assert!(headers.iter().any(|h| h["parentSession"].is_string()));
 }
 

@@ -31,16 +31,13 @@ pub const WAIT: Duration = Duration::from_secs(20);
 impl Env {
     /// `keel app-server` pointed at the mock, in the workspace, with its own home.
     pub fn app_server_cmd(&self) -> KeelCommand {
-        KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
-            .home(self.home.path())
-            .cwd(self.ws())
-            .args([
-                "app-server",
-                "--base-url",
-                &self.mock.base_url(),
-                "--model",
-                "mock-model",
-            ])
+        self.keel().args([
+            "app-server",
+            "--base-url",
+            &self.mock.base_url(),
+            "--model",
+            "mock-model",
+        ])
     }
 
     /// Starts the app-server (not initialized).

@@ -194,7 +194,7 @@ async fn ws_text_turn_and_two_connections_share_one_thread() {
     assert_eq!(done_a, done_b);
     let out = server.stop().await;
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    assert_eq!(env.session_files().len(), 1);
+    assert_eq!(env.session_files().await.len(), 1);
 }
 
 #[tokio::test]

@@ -137,7 +137,7 @@ async fn items_metadata_archive_and_delete() {
     );
     let deleted = s.notification("thread/deleted").await;
     assert_eq!(deleted["params"]["threadId"], thread.as_str());
-    assert!(env.session_files().is_empty());
+    assert!(env.session_files().await.is_empty());
     let e = s.err("thread/read", json!({"threadId": thread})).await;
     assert_eq!(e["message"], format!("thread not found: {thread}"));
     s.close().await;

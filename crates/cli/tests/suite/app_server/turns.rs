@@ -98,7 +98,7 @@ async fn a_text_turn_streams_an_agent_message() {
     assert_eq!(items[0]["type"], "userMessage");
     assert_eq!(items[1]["text"], "Hello from the mock!");
     s.close().await;
-    assert_eq!(env.session_files().len(), 1);
+    assert_eq!(env.session_files().await.len(), 1);
 }
 
 #[tokio::test]

@@ -241,10 +241,11 @@ async fn a_decline_from_the_cli_while_keel_is_down_reaches_the_model_after_switc
     assert_eq!(marker_lines(&env), 0);
     let file = env
         .session_files()
+        .await
         .into_iter()
         .find(|f| f.to_string_lossy().contains(&session_id))
         .unwrap();
-    let session = keel_session_store::load(&file).await.unwrap();
+    let session = env.load_session(&file).await;
     let messages = session.all_messages();
     let results = messages
         .iter()

@@ -38,6 +38,9 @@ pub fn keel_env(env: &Env, extra: &[(&'static str, &str)]) -> Vec<(&'static str,
         ("KEEL_BASE_URL", env.mock.base_url()),
         ("KEEL_MODEL", "mock-model".to_owned()),
     ];
+    if let Some(db) = &env.db {
+        vars.push(("KEEL_DATABASE_URL", db.url.clone()));
+    }
     vars.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     vars
 }

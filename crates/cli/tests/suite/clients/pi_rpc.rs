@@ -81,7 +81,7 @@ async fn pi_rpc_client_drives_keel_unchanged() {
     assert_eq!(out["resumedFile"], true, "{out:#}");
     assert_eq!(out["resumedMessages"], out["afterSwitch"], "{out:#}");
     // Three session files: the first, the fork, the clone (and the new one).
-    assert_eq!(env.session_files().len(), 4);
+    assert_eq!(env.session_files().await.len(), 4);
     assert_eq!(env.mock.request_count(), 9);
 }
 

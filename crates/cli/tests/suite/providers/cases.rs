@@ -62,7 +62,7 @@ pub async fn text_answer(d: Dialect) {
         "{:?}",
         a.usage.cost
     );
-    let raw = std::fs::read_to_string(&session.path).unwrap();
+    let raw = env.session_text(&session.path).await;
     assert!(!raw.contains(KEY), "the key must never be stored");
 }
 

@@ -32,17 +32,14 @@ pub const WAIT: Duration = Duration::from_secs(20);
 impl Env {
     /// `keel --mode rpc` pointed at the mock, in the workspace, with its own home.
     pub fn rpc_cmd(&self) -> KeelCommand {
-        KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
-            .home(self.home.path())
-            .cwd(self.ws())
-            .args([
-                "--mode",
-                "rpc",
-                "--base-url",
-                &self.mock.base_url(),
-                "--model",
-                "mock-model",
-            ])
+        self.keel().args([
+            "--mode",
+            "rpc",
+            "--base-url",
+            &self.mock.base_url(),
+            "--model",
+            "mock-model",
+        ])
     }
 
     /// Starts RPC mode with extra arguments and waits for the ready frame.

@@ -25,14 +25,8 @@ async fn new_session_with_parent_then_switch_back() {
     assert_ne!(second["sessionId"], first["sessionId"]);
     assert_eq!(second["messageCount"], 0);
     let second_file = second["sessionFile"].as_str().unwrap().to_owned();
-    let header: serde_json::Value = serde_json::from_str(
-        std::fs::read_to_string(&second_file)
-            .unwrap()
-            .lines()
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    let text = env.session_text(std::path::Path::new(&second_file)).await;
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(header["parentSession"], first_file.as_str());
 
     // Events of the new session count from 1 again.
@@ -73,7 +67,7 @@ async fn new_session_with_parent_then_switch_back() {
     );
     let (out, _) = rpc.finish().await;
     assert_eq!(out.code(), Some(0));
-    assert_eq!(env.session_files().len(), 2);
+    assert_eq!(env.session_files().await.len(), 2);
 }
 
 #[tokio::test]
@@ -91,5 +85,5 @@ async fn no_session_keeps_everything_in_memory() {
     assert_eq!(r["success"], false);
     let (out, _) = rpc.finish().await;
     assert_eq!(out.code(), Some(0));
-    assert!(env.session_files().is_empty());
+    assert!(env.session_files().await.is_empty());
 }
