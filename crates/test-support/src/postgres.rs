@@ -46,6 +46,7 @@ pub struct PostgresServer {
 
 struct Cluster {
     child: Child,
+    launch: Launch,
     /// Holds the data dir and socket dir; removed on drop.
     _dir: tempfile::TempDir,
 }
@@ -132,33 +133,45 @@ impl PostgresServer {
             String::from_utf8_lossy(&output.stderr)
         );
         let port = free_port()?;
-        let log = std::fs::File::create(dir.path().join("postgres.log")).context("log file")?;
-        if let Some(user) = &owner {
-            let _ = Command::new("chown")
-                .arg(format!("{user}:"))
-                .arg(dir.path().join("postgres.log"))
-                .status();
-        }
-        let child = as_user(owner.as_deref(), &bindir.join("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .arg("-p")
-            .arg(port.to_string())
-            .arg("-k")
-            .arg(&sockets)
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
-            .args(["-c", "max_connections=50", "-c", "shared_buffers=32MB"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().context("log file")?)
-            .stderr(log)
-            .spawn()
-            .context("start postgres")?;
+        let launch = Launch {
+            bindir: bindir.to_path_buf(),
+            owner,
+            data,
+            sockets,
+            port,
+        };
+        let child = launch.postmaster(dir.path())?;
         Ok(Self {
             base_url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}"),
-            cluster: Some(Cluster { child, _dir: dir }),
+            cluster: Some(Cluster {
+                child,
+                launch,
+                _dir: dir,
+            }),
             created: std::sync::Mutex::default(),
         })
+    }
+
+    /// Crashes the server (an immediate shutdown: no checkpoint, every
+    /// session cut, recovery on the next start) and starts it again on the
+    /// same files and port. Only for a throwaway server.
+    pub async fn crash_and_restart(&mut self) {
+        let Some(cluster) = &mut self.cluster else {
+            panic!("only a throwaway server can be restarted");
+        };
+        let _ = Command::new("kill")
+            .args(["-QUIT", &cluster.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + START_TIMEOUT;
+        while cluster.child.try_wait().ok().flatten().is_none() {
+            assert!(Instant::now() < deadline, "PostgreSQL did not stop");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cluster.child = match cluster.launch.postmaster(cluster._dir.path()) {
+            Ok(child) => child,
+            Err(e) => panic!("cannot restart PostgreSQL: {e:#}"),
+        };
+        self.wait_until_ready().await;
     }
 
     async fn wait_until_ready(&self) {
@@ -369,6 +382,47 @@ fn as_user(user: Option<&str>, program: &Path) -> Command {
                 .arg(program);
             cmd
         }
+    }
+}
+
+/// How the postmaster of a throwaway cluster is started.
+struct Launch {
+    bindir: PathBuf,
+    owner: Option<String>,
+    data: PathBuf,
+    sockets: PathBuf,
+    port: u16,
+}
+
+impl Launch {
+    /// Starts the postmaster, its log appended to `dir/postgres.log`.
+    fn postmaster(&self, dir: &Path) -> anyhow::Result<Child> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("postgres.log"))
+            .context("log file")?;
+        if let Some(user) = &self.owner {
+            let _ = Command::new("chown")
+                .arg(format!("{user}:"))
+                .arg(dir.join("postgres.log"))
+                .status();
+        }
+        as_user(self.owner.as_deref(), &self.bindir.join("postgres"))
+            .arg("-D")
+            .arg(&self.data)
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-k")
+            .arg(&self.sockets)
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
+            .args(["-c", "max_connections=50", "-c", "shared_buffers=32MB"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().context("log file")?)
+            .stderr(log)
+            .spawn()
+            .context("start postgres")
     }
 }
 

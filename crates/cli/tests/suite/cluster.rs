@@ -329,6 +329,85 @@ async fn two_homes_on_one_database_share_their_sessions() {
     assert_eq!(listed.stdout, "");
 }
 
+/// PostgreSQL crashes and restarts while a turn waits on the model: the
+/// turn finishes once it is back (the session's writer and the approvals
+/// store reconnect), the next turn too, and the session holds every
+/// message once.
+#[tokio::test]
+async fn a_database_restarted_mid_turn_loses_nothing() {
+    use std::time::Duration;
+
+    use keel_test_support::{MockResponse, PostgresServer};
+
+    use super::{Env, SharedDb};
+
+    let mut env = Env::new().await;
+    if env.db.is_none() {
+        let Some(server) = PostgresServer::start().await else {
+            return;
+        };
+        let url = server.database().await;
+        env.db = Some(SharedDb { server, url });
+    }
+    env.mock.push_all([
+        MockResponse::text("first answer"),
+        MockResponse::text("second answer").delay_headers(Duration::from_secs(2)),
+        MockResponse::text("third answer"),
+    ]);
+    let mut rpc = env.rpc(&[]).await;
+    rpc.prompt_and_wait("one").await;
+
+    let r = rpc
+        .call(serde_json::json!({"type": "prompt", "message": "two"}))
+        .await;
+    assert_eq!(r["success"], true, "{r}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while env.mock.request_count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second turn never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The model is answering; the database goes down and comes back.
+    env.db.as_mut().unwrap().server.crash_and_restart().await;
+    rpc.event("agent_end").await;
+    rpc.prompt_and_wait("three").await;
+    let (out, _) = rpc.finish().await;
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    // It did lose its connection, and said so.
+    assert!(
+        out.stderr
+            .contains("sessions database connection was closed; reconnecting"),
+        "{}",
+        out.stderr
+    );
+
+    let session = env.only_session().await;
+    let texts: Vec<String> = session
+        .messages()
+        .iter()
+        .map(|m| serde_json::to_value(m).unwrap())
+        .map(|m| {
+            m["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "one",
+            "first answer",
+            "two",
+            "second answer",
+            "three",
+            "third answer"
+        ]
+    );
+}
+
 /// An unreachable database is a clear error that names the setting and
 /// hides the password; nothing runs.
 #[tokio::test]

@@ -40,7 +40,7 @@ pub struct Env {
 
 /// A throwaway PostgreSQL server and the database one test uses.
 pub struct SharedDb {
-    _server: keel_test_support::PostgresServer,
+    pub server: keel_test_support::PostgresServer,
     pub url: String,
 }
 
@@ -52,10 +52,7 @@ impl Env {
                     .await
                     .expect("KEEL_TEST_STORE=postgres needs PostgreSQL");
                 let url = server.database().await;
-                Some(SharedDb {
-                    _server: server,
-                    url,
-                })
+                Some(SharedDb { server, url })
             }
             Ok("" | "home") | Err(_) => None,
             Ok(other) => panic!("{STORE_MODE_ENV}={other}: use postgres or home"),
