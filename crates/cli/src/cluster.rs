@@ -135,6 +135,20 @@ fn identity(role: &str) -> String {
     format!("keel-{role}@{host}:{}", std::process::id())
 }
 
+/// The `sessions_store` line of `keel config show`: the files under the
+/// home, or the shared database (its password hidden) and which setting
+/// chose it.
+pub fn sessions_line(home: &std::path::Path) -> String {
+    match keel_core::keel_approvals::StoreLocation::shared_database(home) {
+        Ok(Some((url, source))) => format!(
+            "sessions_store = {:?}  # postgres, from {source}",
+            keel_core::keel_approvals::redact_dsn(&url)
+        ),
+        Ok(None) => "sessions_store = \"files\"  # JSONL under sessions_dir".to_owned(),
+        Err(e) => format!("# sessions store: {e}"),
+    }
+}
+
 /// The `temporal` line of `keel config show`.
 pub fn show_line(global: &GlobalArgs) -> String {
     match temporal_settings(global) {

@@ -123,6 +123,7 @@ pub fn show(global: &GlobalArgs, args: &ModelArgs) -> anyhow::Result<()> {
             .display()
             .to_string()
     ));
+    print_line(&crate::cluster::sessions_line(&settings.home));
     print_line(&crate::config::store_line(&settings.home));
     print_line(&crate::cluster::show_line(global));
     for line in crate::config::expiry_lines(&settings.file.approvals) {

@@ -144,7 +144,12 @@ fn main() -> ExitCode {
             (Some(Mode::Rpc), None)
                 | (
                     None,
-                    Some(Command::Exec(_) | Command::AppServer(_) | Command::Sessions { .. })
+                    Some(
+                        Command::Exec(_)
+                            | Command::AppServer(_)
+                            | Command::Sessions { .. }
+                            | Command::Approvals(_)
+                    )
                 )
         );
         if shares_sessions {

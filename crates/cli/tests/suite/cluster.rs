@@ -314,6 +314,18 @@ async fn two_homes_on_one_database_share_their_sessions() {
         assert!(!sessions.exists(), "files under {}", sessions.display());
     }
 
+    let show = keel(home_b.path())
+        .args(["config", "show"])
+        .run()
+        .await
+        .unwrap();
+    assert!(
+        show.stdout.contains("sessions_store = \"postgres://")
+            && show.stdout.contains("# postgres, from KEEL_DATABASE_URL"),
+        "{}",
+        show.stdout
+    );
+
     let id = rows[0]["id"].as_str().unwrap().to_owned();
     let removed = keel(home_b.path())
         .args(["sessions", "rm", &id])
