@@ -2,8 +2,9 @@
 //! it is archived and its Git metadata (`thread/metadata/update`).
 //!
 //! Stored in a sidecar per thread, `$KEEL_HOME/app-server/threads/<id>.json`
-//! (written to a temporary file and renamed, so a reader never sees half of
-//! one), and applied to every `Thread` keel returns. The session file is
+//! (written whole or not at all, on disk or with the shared database in
+//! PostgreSQL: `keel_session_store::home_files`), and applied to every
+//! `Thread` keel returns. The session file is
 //! never touched, so RPC mode and the CLI see the same conversation; an
 //! archived thread is only hidden from `thread/list` and refused by
 //! `thread/resume` until it is unarchived.
@@ -71,12 +72,12 @@ pub async fn load(home: &Path, id: &str) -> ThreadMeta {
     let Some(path) = file(home, id) else {
         return ThreadMeta::default();
     };
-    match tokio::fs::read(&path).await {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+    match keel_session_store::home_files::read(&path).await {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
             tracing::warn!(path = %path.display(), error = %e, "unreadable thread metadata ignored");
             ThreadMeta::default()
         }),
-        Err(_) => ThreadMeta::default(),
+        Ok(None) | Err(_) => ThreadMeta::default(),
     }
 }
 
@@ -84,18 +85,14 @@ pub async fn load(home: &Path, id: &str) -> ThreadMeta {
 pub async fn save(home: &Path, id: &str, meta: &ThreadMeta) -> std::io::Result<()> {
     let path =
         file(home, id).ok_or_else(|| std::io::Error::other(format!("invalid thread id {id:?}")))?;
-    tokio::fs::create_dir_all(dir(home)).await?;
-    let tmp = path.with_extension(format!("json.tmp-{}", uuid::Uuid::now_v7().simple()));
     let bytes = serde_json::to_vec_pretty(meta).map_err(std::io::Error::other)?;
-    tokio::fs::write(&tmp, bytes).await?;
-    tokio::fs::rename(&tmp, &path).await
+    keel_session_store::home_files::write(&path, bytes).await
 }
 
 /// Removes the sidecar of `id` (a deleted thread).
 pub async fn remove(home: &Path, id: &str) {
     if let Some(path) = file(home, id)
-        && let Err(e) = tokio::fs::remove_file(&path).await
-        && e.kind() != std::io::ErrorKind::NotFound
+        && let Err(e) = keel_session_store::home_files::remove(&path).await
     {
         tracing::warn!(path = %path.display(), error = %e, "cannot remove thread metadata");
     }

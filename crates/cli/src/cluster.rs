@@ -62,8 +62,7 @@ pub async fn open_shared_sessions(global: &GlobalArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let redacted = keel_core::keel_approvals::redact_dsn(&url);
-    let root = keel_session_store::SessionStore::for_home(&home);
-    keel_session_store::use_database(root.root(), &url, &redacted)
+    keel_session_store::use_database(&home, &url, &redacted)
         .await
         .with_context(|| format!("the database from {source}"))?;
     tracing::debug!(url = %redacted, "sessions are kept in the shared database");

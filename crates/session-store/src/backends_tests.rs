@@ -122,10 +122,37 @@ async fn scenario(store: &SessionStore) {
     assert!(matches!(err, Error::Io { .. }), "{err}");
 }
 
+/// A home file: absent, written, replaced, appended to, removed.
+async fn home_files_scenario(path: &Path) {
+    use crate::home_files;
+    assert_eq!(home_files::read(path).await.unwrap(), None);
+    home_files::write(path, b"{\"a\":1}".to_vec())
+        .await
+        .unwrap();
+    home_files::write(path, b"{\"a\":2}".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        home_files::read(path).await.unwrap().as_deref(),
+        Some(&b"{\"a\":2}"[..])
+    );
+    let log = path.with_file_name("gates.jsonl");
+    home_files::append(&log, b"one\n".to_vec()).await.unwrap();
+    home_files::append(&log, b"two\n".to_vec()).await.unwrap();
+    assert_eq!(
+        home_files::read(&log).await.unwrap().as_deref(),
+        Some(&b"one\ntwo\n"[..])
+    );
+    assert!(home_files::remove(path).await.unwrap());
+    assert!(!home_files::remove(path).await.unwrap());
+    assert_eq!(home_files::read(path).await.unwrap(), None);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn disk_runs_the_session_scenario() {
     let dir = tempfile::tempdir().unwrap();
     scenario(&SessionStore::new(dir.path().join("sessions"))).await;
+    home_files_scenario(&dir.path().join("app-server/threads/t1.json")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -134,14 +161,16 @@ async fn postgres_runs_the_session_scenario() {
         return;
     };
     let url = server.database().await;
-    // Nothing on disk: the root is a folder that is never created.
-    let root = Path::new("/nonexistent-keel-test-root/sessions");
-    crate::use_database(root, &url, "postgres://test")
+    // Nothing on disk: the home is a folder that is never created.
+    let home = Path::new("/nonexistent-keel-test-root");
+    let root = &home.join("sessions");
+    crate::use_database(home, &url, "postgres://test")
         .await
         .unwrap();
     assert_eq!(crate::database_in_use(), Some("postgres://test"));
     scenario(&SessionStore::new(root)).await;
-    assert!(!root.exists());
+    home_files_scenario(&home.join("app-server/threads/t1.json")).await;
+    assert!(!home.exists());
 
     // The file read back is what keel would have written: the same parser
     // loads it, and the bytes are valid JSONL with one header.

@@ -33,6 +33,9 @@ use tokio_postgres::{Client, Config, NoTls};
 
 /// The sessions root that lives in the database, and its connection.
 pub(crate) struct Db {
+    /// `KEEL_HOME`: other files keel keeps there are keyed below it.
+    home: PathBuf,
+    /// `KEEL_HOME/sessions`: session files are keyed below it.
     root: PathBuf,
     config: Config,
     redacted: String,
@@ -51,7 +54,9 @@ impl std::fmt::Debug for Db {
 static DB: OnceLock<Db> = OnceLock::new();
 
 /// Each entry takes the schema from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: session files.
+    r#"
     CREATE TABLE keel_session_files (
         path        TEXT PRIMARY KEY,
         workspace   TEXT NOT NULL,
@@ -69,7 +74,17 @@ const MIGRATIONS: &[&str] = &[r#"
         line TEXT NOT NULL,
         PRIMARY KEY (path, seq)
     );
-    "#];
+    "#,
+    // 1 -> 2: the small files keel keeps beside its sessions (thread
+    // metadata, RPC workflow gates), by their path below the home.
+    r#"
+    CREATE TABLE keel_home_files (
+        path        TEXT PRIMARY KEY,
+        body        BYTEA NOT NULL,
+        modified_ms BIGINT NOT NULL
+    );
+    "#,
+];
 
 /// The version this keel writes.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -96,13 +111,15 @@ pub enum DbError {
     AlreadySet,
 }
 
-/// Keeps every session file under `root` in the PostgreSQL database at
-/// `url` (created and migrated as needed), for the rest of the process.
-/// `redacted` is the URL as it may be shown. Call once, early, inside a
-/// tokio runtime; a second call with another root fails.
-pub async fn use_database(root: &Path, url: &str, redacted: &str) -> Result<(), DbError> {
+/// Keeps every session file of the keel home `home` (under
+/// `home/sessions`), and the small files keel keeps beside them
+/// ([`crate::home_files`]), in the PostgreSQL database at `url` (created
+/// and migrated as needed), for the rest of the process. `redacted` is the
+/// URL as it may be shown. Call once, early, inside a tokio runtime; a
+/// second call with another home fails.
+pub async fn use_database(home: &Path, url: &str, redacted: &str) -> Result<(), DbError> {
     if let Some(db) = DB.get() {
-        return if db.root == root {
+        return if db.home == home {
             Ok(())
         } else {
             Err(DbError::AlreadySet)
@@ -122,7 +139,8 @@ pub async fn use_database(root: &Path, url: &str, redacted: &str) -> Result<(), 
         });
     }
     let db = Db {
-        root: root.to_path_buf(),
+        home: home.to_path_buf(),
+        root: crate::SessionStore::for_home(home).root().to_path_buf(),
         config,
         redacted: redacted.to_owned(),
         client: Mutex::new(client),
@@ -190,6 +208,22 @@ pub(crate) fn under(path: &Path) -> Option<(&'static Db, String)> {
         .collect::<Vec<_>>()
         .join("/");
     Some((db, key))
+}
+
+/// The database and the key of `path`, when `path` is under its home
+/// but not among the session files.
+pub(crate) fn under_home(path: &Path) -> Option<(&'static Db, String)> {
+    let db = DB.get()?;
+    if path.starts_with(&db.root) {
+        return None;
+    }
+    let rel = path.strip_prefix(&db.home).ok()?;
+    let key = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    (!key.is_empty()).then_some((db, key))
 }
 
 fn millis(t: SystemTime) -> i64 {
@@ -473,6 +507,58 @@ impl Db {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// A home file's bytes, if it exists.
+    pub(crate) fn doc_read(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
+        let key = key.to_owned();
+        self.run(async |c| {
+            c.query_opt("SELECT body FROM keel_home_files WHERE path = $1", &[&key])
+                .await?
+                .map(|row| row.try_get(0))
+                .transpose()
+        })
+    }
+
+    /// Replaces a home file (one statement: never half written).
+    pub(crate) fn doc_write(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
+        let (key, body, now) = (key.to_owned(), bytes.to_vec(), millis(SystemTime::now()));
+        self.run(async |c| {
+            c.execute(
+                "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (path) DO UPDATE SET body = EXCLUDED.body, modified_ms = EXCLUDED.modified_ms",
+                &[&key, &body, &now],
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+
+    /// Appends to a home file (created when missing).
+    pub(crate) fn doc_append(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
+        let (key, body, now) = (key.to_owned(), bytes.to_vec(), millis(SystemTime::now()));
+        self.run(async |c| {
+            c.execute(
+                "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
+                 ON CONFLICT (path) DO UPDATE SET body = keel_home_files.body || EXCLUDED.body, \
+                 modified_ms = EXCLUDED.modified_ms",
+                &[&key, &body, &now],
+            )
+            .await
+            .map(|_| ())
+        })
+    }
+
+    /// Removes a home file; false when there was none.
+    pub(crate) fn doc_remove(&self, key: &str) -> io::Result<bool> {
+        let key = key.to_owned();
+        self.run(async |c| {
+            Ok(
+                c.execute("DELETE FROM keel_home_files WHERE path = $1", &[&key])
+                    .await?
+                    > 0,
+            )
+        })
     }
 
     /// The root this database stands for.

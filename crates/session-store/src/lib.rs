@@ -29,6 +29,7 @@ mod db;
 mod error;
 mod files;
 mod format;
+pub mod home_files;
 mod ids;
 mod load;
 mod store;

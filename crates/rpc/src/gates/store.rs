@@ -2,12 +2,13 @@
 //!
 //! Owns the file `gates.jsonl` in RPC mode's state directory: one line per
 //! opened gate and one per resolution (accepted or rejected), each written
-//! and fsynced before the gate frame or the response that reports it.
+//! and fsynced (or committed, with the shared database: see
+//! `keel_session_store::home_files`) before the gate frame or the response
+//! that reports it.
 //! Loading replays the lines (a torn last line is skipped), so gates,
 //! resolutions, idempotency keys and the run counter survive a restart. It
 //! does not validate answers or talk to the host.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -56,9 +57,9 @@ impl GateStore {
         let Some(path) = self.path.clone() else {
             return Vec::new();
         };
-        let text = match tokio::fs::read_to_string(path.as_ref()).await {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        let text = match keel_session_store::home_files::read(path.as_ref()).await {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Ok(None) => return Vec::new(),
             Err(e) => {
                 tracing::warn!(error = %e, path = %path.display(), "cannot read the gate store");
                 return Vec::new();
@@ -84,32 +85,9 @@ impl GateStore {
         let mut line = serde_json::to_vec(record).map_err(|e| e.to_string())?;
         line.push(b'\n');
         let _guard = self.lock.lock().await;
-        tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .read(true)
-                .open(path.as_ref())?;
-            // A line cut by a crash is closed first, so this one stays whole.
-            let len = f.metadata()?.len();
-            if len > 0 {
-                use std::io::{Read, Seek, SeekFrom};
-                let mut last = [0u8; 1];
-                f.seek(SeekFrom::Start(len - 1))?;
-                f.read_exact(&mut last)?;
-                if last[0] != b'\n' {
-                    f.write_all(b"\n")?;
-                }
-            }
-            f.write_all(&line)?;
-            f.sync_data()
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot write the gate store: {e}"))
+        keel_session_store::home_files::append(&path, line)
+            .await
+            .map_err(|e| format!("cannot write the gate store: {e}"))
     }
 }
 

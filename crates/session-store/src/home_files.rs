@@ -1,0 +1,109 @@
+//! The small files keel keeps beside its sessions in `KEEL_HOME`: an app
+//! server thread's metadata, RPC mode's workflow gates.
+//!
+//! Owns [`read`], [`write`], [`append`] and [`remove`] for a path below the
+//! home: on disk (a write replaces the file atomically through a temporary
+//! one; an append closes a line a crash cut, then syncs), or, once
+//! [`crate::use_database`] has been called for that home, as a row of
+//! `keel_home_files` keyed by the path below the home, so every machine on
+//! the database shares them. It must not know what the bytes mean.
+
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::db;
+
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| io::Error::other(format!("home file task failed: {e}")))?
+}
+
+/// The file's bytes; `None` when it does not exist.
+pub async fn read(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let path = path.to_path_buf();
+    off_thread(move || match db::under_home(&path) {
+        Some((db, key)) => db.doc_read(&key),
+        None => match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        },
+    })
+    .await
+}
+
+/// Replaces the file with `bytes`, all or nothing.
+pub async fn write(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
+    let path = path.to_path_buf();
+    off_thread(move || match db::under_home(&path) {
+        Some((db, key)) => db.doc_write(&key, &bytes),
+        None => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let tmp = temp_beside(&path);
+            fs::write(&tmp, &bytes)?;
+            fs::rename(&tmp, &path)
+        }
+    })
+    .await
+}
+
+/// Appends `bytes` (whole lines) durably, creating the file when missing.
+/// On disk a last line cut by a crash is closed first, so this one stays
+/// whole.
+pub async fn append(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
+    let path = path.to_path_buf();
+    off_thread(move || match db::under_home(&path) {
+        Some((db, key)) => db.doc_append(&key, &bytes),
+        None => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let mut f = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .read(true)
+                .open(&path)?;
+            let len = f.metadata()?.len();
+            if len > 0 {
+                let mut last = [0u8; 1];
+                f.seek(SeekFrom::Start(len - 1))?;
+                f.read_exact(&mut last)?;
+                if last[0] != b'\n' {
+                    f.write_all(b"\n")?;
+                }
+            }
+            f.write_all(&bytes)?;
+            f.sync_data()
+        }
+    })
+    .await
+}
+
+/// Removes the file; false when there was none.
+pub async fn remove(path: &Path) -> io::Result<bool> {
+    let path = path.to_path_buf();
+    off_thread(move || match db::under_home(&path) {
+        Some((db, key)) => db.doc_remove(&key),
+        None => match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        },
+    })
+    .await
+}
+
+/// A temporary name next to `path`, unique to this write.
+fn temp_beside(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", uuid::Uuid::now_v7().simple()))
+}
