@@ -28,8 +28,10 @@ use crate::context::call_context;
 use crate::html::{esc, page, when};
 use crate::{DECIDER, Inbox};
 
-/// How often the live stream looks at the store.
-const POLL: Duration = Duration::from_millis(300);
+/// How often the live stream looks at the store when nothing tells it to
+/// (the store's change feed wakes it at once: another process held or
+/// decided a call).
+const BACKSTOP: Duration = Duration::from_secs(5);
 /// Requests a workspace's history shows.
 const HISTORY: usize = 30;
 
@@ -280,26 +282,40 @@ async fn events(State(inbox): State<Shared>, headers: HeaderMap) -> Response {
 }
 
 fn changes(inbox: Shared) -> impl Stream<Item = Result<Event, std::convert::Infallible>> {
-    futures::stream::unfold((inbox, None::<String>), |(inbox, last)| async move {
-        loop {
-            let now = match inbox.engine.pending(None).await {
-                Ok(p) => {
-                    let mut ids: Vec<String> = p.into_iter().map(|r| r.id).collect();
-                    ids.sort();
-                    ids
+    // Listen before the first look, so nothing between the two is missed.
+    let feed = inbox.engine.store().change_feed().map(|f| f.subscribe());
+    futures::stream::unfold(
+        (inbox, None::<String>, feed),
+        |(inbox, last, mut feed)| async move {
+            loop {
+                let now = match inbox.engine.pending(None).await {
+                    Ok(p) => {
+                        let mut ids: Vec<String> = p.into_iter().map(|r| r.id).collect();
+                        ids.sort();
+                        ids
+                    }
+                    Err(_) => Vec::new(),
+                };
+                let print = now.join(",");
+                if last.as_deref() != Some(print.as_str()) {
+                    let event = Event::default()
+                        .event("changed")
+                        .data(now.len().to_string());
+                    return Some((Ok(event), (inbox, Some(print), feed)));
                 }
-                Err(_) => Vec::new(),
-            };
-            let print = now.join(",");
-            if last.as_deref() != Some(print.as_str()) {
-                let event = Event::default()
-                    .event("changed")
-                    .data(now.len().to_string());
-                return Some((Ok(event), (inbox, Some(print))));
+                let changed = async {
+                    match feed.as_mut() {
+                        Some(feed) => feed.changed().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = changed => {}
+                    () = tokio::time::sleep(BACKSTOP) => {}
+                }
             }
-            tokio::time::sleep(POLL).await;
-        }
-    })
+        },
+    )
 }
 
 #[derive(Deserialize)]

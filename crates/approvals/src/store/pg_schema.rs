@@ -98,21 +98,23 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX approval_audit_by_call ON approval_audit (call_id);
     CREATE INDEX approval_audit_by_request ON approval_audit (request_id);
     "#,
-    // 1 → 2: a status change notifies the listeners of every keel process
-    // (`store/changes.rs`), delivered when the deciding transaction commits.
-    // The payload is only the id: the row is the record.
+    // 1 → 2: a new request or a status change notifies the listeners of
+    // every keel process (`store/changes.rs`: waiting turns, the web
+    // inbox), delivered when the writing transaction commits. The payload
+    // is only the id: the row is the record.
     r#"
     CREATE FUNCTION keel_approvals_nudge() RETURNS trigger
         LANGUAGE plpgsql AS $$
         BEGIN
-            PERFORM pg_notify('keel_approvals', NEW.id);
+            IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status THEN
+                PERFORM pg_notify('keel_approvals', NEW.id);
+            END IF;
             RETURN NULL;
         END
         $$;
     CREATE TRIGGER approval_requests_nudge
-        AFTER UPDATE OF status ON approval_requests
-        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
-        EXECUTE FUNCTION keel_approvals_nudge();
+        AFTER INSERT OR UPDATE OF status ON approval_requests
+        FOR EACH ROW EXECUTE FUNCTION keel_approvals_nudge();
     "#,
 ];
 

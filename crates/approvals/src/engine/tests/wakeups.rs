@@ -35,6 +35,40 @@ async fn another_process_decides(waiting: ApprovalEngine, deciding: ApprovalEngi
     );
 }
 
+/// A call held by another process ticks this store's feed (what the web
+/// inbox listens to), after the feed's own start tick.
+async fn a_new_held_call_ticks_the_feed(listening: ApprovalEngine, holding: ApprovalEngine) {
+    let feed = listening.store().change_feed().expect("a change feed");
+    let mut sub = feed.subscribe();
+    within(sub.changed()).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(300), sub.changed()).await;
+    assert!(quiet.is_err(), "ticked with nothing written");
+    held_id(&holding.gate_check(&bash("new", "cargo publish")).await);
+    within(sub.changed()).await;
+}
+
+#[tokio::test]
+async fn sqlite_a_new_held_call_ticks_the_feed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("keel.db");
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || ApprovalEngine::open_sqlite_with(&db, clock.clone(), no_polling());
+    a_new_held_call_ticks_the_feed(open().await.unwrap(), open().await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_a_new_held_call_ticks_the_feed() {
+    let Some(server) = keel_test_support::PostgresServer::start().await else {
+        return;
+    };
+    let location = StoreLocation::Postgres {
+        url: server.database().await,
+    };
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let open = || ApprovalEngine::open_at(&location, clock.clone(), no_polling());
+    a_new_held_call_ticks_the_feed(open().await.unwrap(), open().await.unwrap()).await;
+}
+
 #[tokio::test]
 async fn sqlite_a_decision_by_another_connection_wakes_the_wait() {
     let dir = tempfile::tempdir().unwrap();
