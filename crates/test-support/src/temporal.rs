@@ -38,11 +38,21 @@ const FAST_POLLS: [&str; 4] = [
     "history.visibilityProcessorMaxPollRPS=1000",
 ];
 
+/// Starts tried when a port picked here was taken before the server bound
+/// it (the dev server also opens ports of its own at random).
+const START_ATTEMPTS: usize = 4;
+
 /// A dev server for one test; killed (and its files removed) on drop.
 pub struct TemporalServer {
     bin: PathBuf,
     child: Option<Child>,
+    /// The frontend (gRPC) port: fixed for the server's life, so a restart
+    /// is the same address.
     port: u16,
+    /// The HTTP API and metrics ports (picked again when taken).
+    side_ports: (u16, u16),
+    /// It has answered once: a restart must keep `port`.
+    started: bool,
     dir: tempfile::TempDir,
 }
 
@@ -76,6 +86,8 @@ impl TemporalServer {
                 bin,
                 child: None,
                 port: free_port()?,
+                side_ports: (free_port()?, free_port()?),
+                started: false,
                 dir,
             };
             server.launch()?;
@@ -106,14 +118,42 @@ impl TemporalServer {
         self.launch()
     }
 
+    /// Starts the server; when a port it was given turned out to be taken,
+    /// tries again with others (never another frontend port once it has
+    /// answered: clients hold that address).
     fn launch(&mut self) -> anyhow::Result<()> {
+        let mut attempt = 1;
+        loop {
+            match self.launch_once() {
+                Ok(()) => {
+                    self.started = true;
+                    return Ok(());
+                }
+                Err(e)
+                    if attempt < START_ATTEMPTS
+                        && self.log_tail().contains("address already in use") =>
+                {
+                    self.kill();
+                    attempt += 1;
+                    self.side_ports = (free_port()?, free_port()?);
+                    if !self.started {
+                        self.port = free_port()?;
+                    }
+                    eprintln!("the Temporal dev server found a port taken ({e:#}); trying again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn launch_once(&mut self) -> anyhow::Result<()> {
         let log = std::fs::File::create(self.dir.path().join("server.log"))?;
         let mut command = Command::new(&self.bin);
         command
             .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
             .args(["--port", &self.port.to_string()])
-            .args(["--http-port", &free_port()?.to_string()])
-            .args(["--metrics-port", &free_port()?.to_string()])
+            .args(["--http-port", &self.side_ports.0.to_string()])
+            .args(["--metrics-port", &self.side_ports.1.to_string()])
             .arg("--db-filename")
             .arg(self.dir.path().join("dev.db"))
             .args(["--log-level", "error"]);
