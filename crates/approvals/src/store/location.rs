@@ -45,6 +45,46 @@ pub struct Given<'a> {
     pub database_env: Option<&'a str>,
 }
 
+/// This process's environment variables of the store.
+struct ProcessEnv {
+    approvals: Option<String>,
+    database: Option<String>,
+}
+
+impl ProcessEnv {
+    fn read() -> Self {
+        Self {
+            approvals: std::env::var(STORE_ENV).ok(),
+            database: std::env::var(DATABASE_ENV).ok(),
+        }
+    }
+
+    /// With the command line's `--database`.
+    fn given(&self) -> Given<'_> {
+        Given {
+            command_line: COMMAND_LINE_DATABASE.get().map(String::as_str),
+            approvals_env: self.approvals.as_deref(),
+            database_env: self.database.as_deref(),
+        }
+    }
+}
+
+/// Every setting, in the order they win.
+const ALL: [StoreSource; 5] = [
+    StoreSource::CommandLine,
+    StoreSource::ApprovalsEnv,
+    StoreSource::DatabaseEnv,
+    StoreSource::ApprovalsFile,
+    StoreSource::StoreFile,
+];
+
+/// The settings of the one shared database (not the approvals-only ones).
+const SHARED: [StoreSource; 3] = [
+    StoreSource::CommandLine,
+    StoreSource::DatabaseEnv,
+    StoreSource::StoreFile,
+];
+
 /// Which setting chose the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreSource {
@@ -149,16 +189,7 @@ impl StoreLocation {
 
     /// [`for_home`](Self::for_home), and which setting chose it.
     pub fn locate(home: &Path) -> Result<(Self, StoreSource)> {
-        let approvals_env = std::env::var(STORE_ENV).ok();
-        let database_env = std::env::var(DATABASE_ENV).ok();
-        Self::resolve(
-            home,
-            &Given {
-                command_line: COMMAND_LINE_DATABASE.get().map(String::as_str),
-                approvals_env: approvals_env.as_deref(),
-                database_env: database_env.as_deref(),
-            },
-        )
+        Self::resolve(home, &ProcessEnv::read().given())
     }
 
     /// The PostgreSQL database every durable thing of `home` shares, when
@@ -166,35 +197,9 @@ impl StoreLocation {
     /// (the first set; the approvals-only settings do not count). Its URL,
     /// and which setting chose it.
     pub fn shared_database(home: &Path) -> Result<Option<(String, StoreSource)>> {
-        let database_env = std::env::var(DATABASE_ENV).ok();
-        let given = Given {
-            command_line: COMMAND_LINE_DATABASE.get().map(String::as_str),
-            approvals_env: None,
-            database_env: database_env.as_deref(),
-        };
-        let (location, source) = Self::resolve_general(home, &given)?;
+        let env = ProcessEnv::read();
+        let (location, source) = Self::resolve_from(home, &env.given(), &SHARED)?;
         Ok(location.postgres_url().map(|url| (url, source)))
-    }
-
-    /// [`resolve`](Self::resolve) without `[approvals] store`.
-    fn resolve_general(home: &Path, given: &Given<'_>) -> Result<(Self, StoreSource)> {
-        let config = home.join("config.toml");
-        for (source, value) in [
-            (StoreSource::CommandLine, given.command_line),
-            (StoreSource::DatabaseEnv, given.database_env),
-        ] {
-            if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
-                return Self::parse(value, home)
-                    .map(|l| (l, source))
-                    .map_err(|e| Error::Config(format!("{source}: {e}")));
-            }
-        }
-        match configured(&config, "store", "url")? {
-            Some(value) => Self::parse(&value, home)
-                .map(|l| (l, StoreSource::StoreFile))
-                .map_err(|e| Error::Config(format!("[store] url in {}: {e}", config.display()))),
-            None => Ok((Self::default_for(home), StoreSource::Default)),
-        }
     }
 
     fn postgres_url(self) -> Option<String> {
@@ -206,30 +211,37 @@ impl StoreLocation {
 
     /// [`locate`](Self::locate) with the command line and environment given.
     pub fn resolve(home: &Path, given: &Given<'_>) -> Result<(Self, StoreSource)> {
-        let set = |v: Option<&str>| v.filter(|v| !v.trim().is_empty()).map(str::to_owned);
+        Self::resolve_from(home, given, &ALL)
+    }
+
+    /// The first of `sources` that is set and not empty, else the default.
+    fn resolve_from(
+        home: &Path,
+        given: &Given<'_>,
+        sources: &[StoreSource],
+    ) -> Result<(Self, StoreSource)> {
         let config = home.join("config.toml");
-        let candidates = [
-            (StoreSource::CommandLine, set(given.command_line)),
-            (StoreSource::ApprovalsEnv, set(given.approvals_env)),
-            (StoreSource::DatabaseEnv, set(given.database_env)),
-        ];
-        for (source, value) in candidates {
-            if let Some(value) = value {
-                return Self::parse(&value, home)
-                    .map(|l| (l, source))
-                    .map_err(|e| Error::Config(format!("{source}: {e}")));
-            }
-        }
-        for source in [StoreSource::ApprovalsFile, StoreSource::StoreFile] {
-            let (table, key) = match source {
-                StoreSource::ApprovalsFile => ("approvals", "store"),
-                _ => ("store", "url"),
+        for &source in sources {
+            let value = match source {
+                StoreSource::CommandLine => given.command_line.map(str::to_owned),
+                StoreSource::ApprovalsEnv => given.approvals_env.map(str::to_owned),
+                StoreSource::DatabaseEnv => given.database_env.map(str::to_owned),
+                StoreSource::ApprovalsFile => configured(&config, "approvals", "store")?,
+                StoreSource::StoreFile => configured(&config, "store", "url")?,
+                StoreSource::Default => None,
             };
-            if let Some(value) = configured(&config, table, key)? {
-                return Self::parse(&value, home).map(|l| (l, source)).map_err(|e| {
-                    Error::Config(format!("[{table}] {key} in {}: {e}", config.display()))
-                });
-            }
+            let Some(value) = value.filter(|v| !v.trim().is_empty()) else {
+                continue;
+            };
+            return Self::parse(&value, home).map(|l| (l, source)).map_err(|e| {
+                let from = match source {
+                    StoreSource::ApprovalsFile | StoreSource::StoreFile => {
+                        format!("{source} ({})", config.display())
+                    }
+                    _ => source.to_string(),
+                };
+                Error::Config(format!("{from}: {e}"))
+            });
         }
         Ok((Self::default_for(home), StoreSource::Default))
     }
@@ -379,7 +391,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         let general = |given: Given<'_>| {
-            StoreLocation::resolve_general(home, &given)
+            StoreLocation::resolve_from(home, &given, &SHARED)
                 .unwrap()
                 .0
                 .postgres_url()
