@@ -283,7 +283,7 @@ async fn events(State(inbox): State<Shared>, headers: HeaderMap) -> Response {
 
 fn changes(inbox: Shared) -> impl Stream<Item = Result<Event, std::convert::Infallible>> {
     // Listen before the first look, so nothing between the two is missed.
-    let feed = inbox.engine.store().change_feed().map(|f| f.subscribe());
+    let feed = inbox.engine.subscribe_changes();
     futures::stream::unfold(
         (inbox, None::<String>, feed),
         |(inbox, last, mut feed)| async move {
@@ -303,14 +303,8 @@ fn changes(inbox: Shared) -> impl Stream<Item = Result<Event, std::convert::Infa
                         .data(now.len().to_string());
                     return Some((Ok(event), (inbox, Some(print), feed)));
                 }
-                let changed = async {
-                    match feed.as_mut() {
-                        Some(feed) => feed.changed().await,
-                        None => std::future::pending().await,
-                    }
-                };
                 tokio::select! {
-                    () = changed => {}
+                    () = feed.changed() => {}
                     () = tokio::time::sleep(BACKSTOP) => {}
                 }
             }

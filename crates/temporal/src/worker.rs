@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use keel_approvals::{ApprovalEngine, Delivery, RequestFilter, Status};
+use keel_approvals::ApprovalEngine;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -103,7 +103,10 @@ async fn reconcile_loop(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(RECONCILE_EVERY) => {}
         }
-        match decided_unconsumed(&engine).await {
+        match engine
+            .decided_unconsumed(RECONCILE_AFTER, RECONCILE_WINDOW, RECONCILE_BATCH)
+            .await
+        {
             Ok(ids) => {
                 for id in ids {
                     match client.nudge(&id).await {
@@ -116,40 +119,4 @@ async fn reconcile_loop(
             Err(e) => tracing::warn!(error = %e, "the approval reconcile round failed"),
         }
     }
-}
-
-/// Waited-on rows decided between [`RECONCILE_WINDOW`] and
-/// [`RECONCILE_AFTER`] ago that no turn has consumed.
-async fn decided_unconsumed(engine: &ApprovalEngine) -> Result<Vec<String>> {
-    let now = now_ms();
-    let newest = now - millis(RECONCILE_AFTER);
-    let oldest = now - millis(RECONCILE_WINDOW);
-    let mut out = Vec::new();
-    for status in [Status::Approved, Status::Declined, Status::Expired] {
-        let rows = engine
-            .requests(RequestFilter {
-                status: Some(status),
-                delivery: Some(Delivery::Wait),
-                limit: Some(RECONCILE_BATCH),
-                ..Default::default()
-            })
-            .await?;
-        out.extend(
-            rows.into_iter()
-                .filter(|r| r.consumed_at.is_none())
-                .filter(|r| r.decided_at.is_some_and(|at| at <= newest && at >= oldest))
-                .map(|r| r.id),
-        );
-    }
-    Ok(out)
-}
-
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, millis)
 }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalEngine, Resolution};
 use crate::error::{Error, Result};
+use crate::store::{Delivery, RequestFilter, Status, Subscription};
 
 /// Where a held call stands, as one look at its row sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,12 +46,54 @@ impl ApprovalEngine {
         })
     }
 
+    /// Held calls whose wait should have ended: decided (approved, declined
+    /// or expired) between `window` and `settled_for` ago, and not consumed
+    /// by any turn yet; at most `batch` of each status, newest first. A
+    /// durable driver nudges their waits again, in case a nudge was lost.
+    pub async fn decided_unconsumed(
+        &self,
+        settled_for: Duration,
+        window: Duration,
+        batch: usize,
+    ) -> Result<Vec<String>> {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let now = self.now();
+        let (newest, oldest) = (now - ms(settled_for), now.saturating_sub(ms(window)));
+        let mut out = Vec::new();
+        for status in [Status::Approved, Status::Declined, Status::Expired] {
+            let rows = self
+                .requests(RequestFilter {
+                    status: Some(status),
+                    delivery: Some(Delivery::Wait),
+                    limit: Some(batch),
+                    ..Default::default()
+                })
+                .await?;
+            out.extend(
+                rows.into_iter()
+                    .filter(|r| r.consumed_at.is_none())
+                    .filter(|r| r.decided_at.is_some_and(|at| at <= newest && at >= oldest))
+                    .map(|r| r.id),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Listens for changes other processes make to the store (see
+    /// `store::ChangeFeed`); never fires for a store that cannot tell.
+    pub fn subscribe_changes(&self) -> Subscription {
+        self.inner
+            .store
+            .change_feed()
+            .map_or_else(Subscription::never, |feed| feed.subscribe())
+    }
+
     /// Waits until the request is decided, expires, or `cancel` fires (then
     /// the request is marked cancelled, unless a decision landed first).
     pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
         // Listen to other processes before the first read, for the same
         // reason as below.
-        let mut changes = self.inner.store.change_feed().map(|feed| feed.subscribe());
+        let mut changes = self.subscribe_changes();
         loop {
             // Register for nudges before reading, so a decision between the
             // read and the await is not missed.
@@ -67,15 +110,9 @@ impl ApprovalEngine {
                 .config
                 .poll_interval
                 .min(Duration::from_millis(until_expiry.max(1)));
-            let elsewhere = async {
-                match changes.as_mut() {
-                    Some(changes) => changes.changed().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 _ = &mut notified => {}
-                () = elsewhere => {}
+                () = changes.changed() => {}
                 _ = tokio::time::sleep(nap) => {}
                 _ = cancel.cancelled() => {
                     self.cancel(request_id, "abort").await?;

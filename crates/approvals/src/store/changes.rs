@@ -75,13 +75,24 @@ impl fmt::Debug for ChangeFeed {
 /// it was made (or at once, if one came since the last call).
 #[derive(Debug)]
 pub struct Subscription {
-    rx: watch::Receiver<u64>,
+    /// `None`: a store without a feed; nothing ever ticks.
+    rx: Option<watch::Receiver<u64>>,
 }
 
 impl Subscription {
-    /// Waits for the next tick. Never resolves once the store is gone.
+    /// A listener that never hears anything (a store that cannot tell).
+    pub fn never() -> Self {
+        Self { rx: None }
+    }
+
+    /// Waits for the next tick. Never resolves once the store is gone, or
+    /// for [`Subscription::never`].
     pub async fn changed(&mut self) {
-        if self.rx.changed().await.is_err() {
+        let ticked = match self.rx.as_mut() {
+            Some(rx) => rx.changed().await.is_ok(),
+            None => false,
+        };
+        if !ticked {
             std::future::pending::<()>().await;
         }
     }
@@ -108,7 +119,7 @@ impl ChangeFeed {
         if let Some(start) = start {
             start(Arc::downgrade(&self.inner));
         }
-        Subscription { rx }
+        Subscription { rx: Some(rx) }
     }
 
     /// A feed for the SQLite database at `path`.

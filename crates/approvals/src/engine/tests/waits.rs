@@ -463,3 +463,43 @@ async fn cancel_session_cancels_only_pending_rows() {
     assert!(!f.engine.cancel(&a, "abort").await.unwrap());
     assert_eq!(f.engine.request(&b).await.unwrap().status, Status::Approved);
 }
+
+#[tokio::test]
+async fn decided_calls_no_turn_consumed_are_found_once_they_settle() {
+    let f = Fixture::new().await;
+    let settled = Duration::from_secs(10);
+    let window = Duration::from_secs(3600);
+    let approved = held_id(&f.engine.gate_check(&bash("r1", "cargo publish")).await);
+    let consumed = held_id(&f.engine.gate_check(&bash("r2", "git push --force")).await);
+    let pending = held_id(&f.engine.gate_check(&bash("r3", "curl example.com")).await);
+    for id in [&approved, &consumed] {
+        f.engine
+            .decide(id, Decision::Approve, "cli", None)
+            .await
+            .unwrap();
+    }
+    assert!(f.engine.claim(&consumed).await.unwrap());
+    // Just decided: still on its way through the first nudge.
+    let found = f
+        .engine
+        .decided_unconsumed(settled, window, 50)
+        .await
+        .unwrap();
+    assert!(found.is_empty(), "{found:?}");
+    f.clock.advance(11_000);
+    let found = f
+        .engine
+        .decided_unconsumed(settled, window, 50)
+        .await
+        .unwrap();
+    assert_eq!(found, [approved.clone()]);
+    assert!(!found.contains(&pending));
+    // Long gone: left alone.
+    f.clock.advance(3_600_000);
+    let found = f
+        .engine
+        .decided_unconsumed(settled, window, 50)
+        .await
+        .unwrap();
+    assert!(found.is_empty(), "{found:?}");
+}
