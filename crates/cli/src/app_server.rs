@@ -245,8 +245,8 @@ fn announce(server: &NetworkServer) {
     );
 }
 
-/// Ctrl-C or SIGTERM.
-async fn stop_signal() -> anyhow::Result<()> {
+/// Ctrl-C or SIGTERM (also what `keel worker` stops on).
+pub(crate) async fn stop_signal() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
     tokio::select! {

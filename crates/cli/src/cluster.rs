@@ -256,16 +256,9 @@ async fn worker(
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
+        if let Err(e) = crate::app_server::stop_signal().await {
+            tracing::warn!(error = %e, "SIGTERM cannot stop the worker gracefully");
             return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
         }
         on_signal.cancel();
     });

@@ -198,16 +198,21 @@ async fn migrate(client: &mut Client) -> Result<Option<i64>, tokio_postgres::Err
     }
 }
 
+/// `path` below `base`, with `/` between its parts: the key of a row.
+fn key_below(path: &Path, base: &Path) -> Option<String> {
+    let rel = path.strip_prefix(base).ok()?;
+    Some(
+        rel.components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/"),
+    )
+}
+
 /// The database and the key of `path`, when `path` is under its root.
 pub(crate) fn under(path: &Path) -> Option<(&'static Db, String)> {
     let db = DB.get()?;
-    let rel = path.strip_prefix(&db.root).ok()?;
-    let key = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/");
-    Some((db, key))
+    Some((db, key_below(path, &db.root)?))
 }
 
 /// The database and the key of `path`, when `path` is under its home
@@ -217,12 +222,7 @@ pub(crate) fn under_home(path: &Path) -> Option<(&'static Db, String)> {
     if path.starts_with(&db.root) {
         return None;
     }
-    let rel = path.strip_prefix(&db.home).ok()?;
-    let key = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/");
+    let key = key_below(path, &db.home)?;
     (!key.is_empty()).then_some((db, key))
 }
 

@@ -149,12 +149,7 @@ fn flush() {
 }
 
 async fn shutdown() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    if crate::app_server::stop_signal().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
