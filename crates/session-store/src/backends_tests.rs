@@ -189,6 +189,24 @@ async fn postgres_runs_the_session_scenario() {
     }
     assert_eq!(text.matches("\"type\":\"session\"").count(), 1);
 
-    // A newer keel's database is refused by a second process's check.
+    // Two writers opened from the same load (two machines continuing one
+    // session at once): the first append wins, the second is refused at
+    // its flush instead of interleaving, and the session keeps one chain.
+    let path = first[0].path.clone();
+    let a = within(within(load(&path)).await.unwrap().into_writer())
+        .await
+        .unwrap();
+    let b = within(within(load(&path)).await.unwrap().into_writer())
+        .await
+        .unwrap();
+    let before = within(load(&path)).await.unwrap().entries.len();
+    within(a.append(msg(user("from a")))).await.unwrap();
+    within(a.flush()).await.unwrap();
+    within(b.append(msg(user("from b")))).await.unwrap();
+    let err = within(b.flush()).await.unwrap_err();
+    assert!(err.to_string().contains("another writer"), "{err}");
+    let after = within(load(&path)).await.unwrap();
+    assert_eq!(after.entries.len(), before + 1);
+    assert_eq!(text_of(&after.messages().pop().unwrap()), "from a");
     drop(server);
 }
