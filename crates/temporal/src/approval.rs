@@ -19,8 +19,8 @@ use keel_approvals::{ApprovalEngine, Look, Resolution};
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::{
-    ActivityOptions, CancellableFuture, SyncWorkflowContext, WorkflowContext, WorkflowResult,
-    WorkflowTermination,
+    ActivityOptions, CancellableFuture, SyncWorkflowContext, WorkflowCancellationToken,
+    WorkflowContext, WorkflowResult, WorkflowTermination,
 };
 
 /// How long one look at the row may take, retried by Temporal's default
@@ -128,12 +128,12 @@ impl ApprovalWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request_id: &str,
     ) -> WorkflowResult<Resolution> {
+        // The workflow is being cancelled; an activity that inherited that
+        // would be cancelled before it ran. This one must run.
+        let mut options = look_options();
+        options.cancellation_token = Some(WorkflowCancellationToken::new());
         let look = ctx
-            .execute_activity(
-                ApprovalActivities::cancel,
-                request_id.to_owned(),
-                look_options(),
-            )
+            .execute_activity(ApprovalActivities::cancel, request_id.to_owned(), options)
             .await?;
         match look {
             Look::Done { resolution } => Ok(resolution),

@@ -11,8 +11,9 @@
 use keel_approvals::Resolution;
 use temporalio_client::errors::WorkflowInteractionError;
 use temporalio_client::{
-    Client, ClientOptions, Connection, ConnectionOptions, Url, WorkflowGetResultOptions,
-    WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
+    Client, ClientOptions, Connection, ConnectionOptions, Url, WorkflowCancelOptions,
+    WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowSignalOptions,
+    WorkflowStartOptions,
 };
 
 use crate::approval::ApprovalWorkflow;
@@ -109,6 +110,17 @@ impl TemporalClient {
             })
     }
 
+    /// Cancels the wait on `request_id` (its turn is gone): the workflow
+    /// marks the row cancelled, unless a decision landed first.
+    pub async fn cancel_approval_wait(&self, request_id: &str) -> Result<()> {
+        let id = approval_workflow_id(request_id);
+        self.client
+            .get_workflow_handle::<ApprovalWorkflow>(id.clone())
+            .cancel(WorkflowCancelOptions::default())
+            .await
+            .map_err(|e| interaction_error(id, e))
+    }
+
     /// How the wait on `request_id` ended (waits for it to end).
     pub async fn approval_result(&self, request_id: &str) -> Result<Resolution> {
         self.client
@@ -116,5 +128,14 @@ impl TemporalClient {
             .get_result(WorkflowGetResultOptions::default())
             .await
             .map_err(|e| Error::Server(e.to_string()))
+    }
+}
+
+/// A missing (or removed) workflow is [`Error::NotFound`]; anything else
+/// the server said is [`Error::Server`].
+fn interaction_error(id: String, e: WorkflowInteractionError) -> Error {
+    match e {
+        WorkflowInteractionError::NotFound(_) => Error::NotFound(id),
+        other => Error::Server(other.to_string()),
     }
 }

@@ -12,8 +12,8 @@ mod durable {
     use std::time::Duration;
 
     use keel_core::keel_approvals::{
-        ApprovalEngine, CallContext, EngineConfig, GateOutcome, Resolution, Status, StoreLocation,
-        SystemClock, ToolOrigin,
+        ApprovalEngine, CallContext, Decision, EngineConfig, GateOutcome, Resolution, Status,
+        StoreLocation, SystemClock, ToolOrigin,
     };
     use keel_temporal::{TemporalClient, TemporalSettings};
     use keel_test_support::{KeelChild, KeelCommand, PostgresServer, TemporalServer};
@@ -189,6 +189,45 @@ mod durable {
             "{resolution:?}"
         );
         assert_eq!(c.status(&id).await, Status::Expired);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_cancelled_wait_marks_its_row_cancelled() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let id = c.held("c5").await;
+        let _worker = c.worker().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.client.cancel_approval_wait(&id).await.unwrap();
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(resolution, Resolution::Cancelled { .. }),
+            "{resolution:?}"
+        );
+        assert_eq!(c.status(&id).await, Status::Cancelled);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lost_nudge_is_made_up_by_the_reconcile_loop() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let id = c.held("c6").await;
+        let _worker = c.worker().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Decided straight on the row: no nudge reaches the workflow.
+        c.engine
+            .decide(&id, Decision::Approve, "elsewhere", None)
+            .await
+            .unwrap();
+        // The worker's next round after the decision settles (10 s, every
+        // 5 s) nudges it.
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(resolution, Resolution::Approved { .. }),
+            "{resolution:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
