@@ -92,6 +92,14 @@ mod durable {
             worker
         }
 
+        /// `keel worker`, once its workflows have had time for their first
+        /// look at the row (so what the test does next lands mid-wait).
+        async fn worker_mid_wait(&self) -> KeelChild {
+            let worker = self.worker().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            worker
+        }
+
         /// A call held in the shared store, and its wait started on Temporal.
         async fn held(&self, call_id: &str) -> String {
             let id = hold(&self.engine, call_id).await;
@@ -141,10 +149,8 @@ mod durable {
             return;
         };
         let id = c.held("c1").await;
-        let worker = c.worker().await;
         // The worker takes its first look, then dies mid-wait.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        kill9(worker).await;
+        kill9(c.worker_mid_wait().await).await;
 
         let approved = c
             .keel()
@@ -175,9 +181,7 @@ mod durable {
             return;
         };
         let id = c.held("c2").await;
-        let worker = c.worker().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        kill9(worker).await;
+        kill9(c.worker_mid_wait().await).await;
         // The deadline passes with no worker anywhere.
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(c.status(&id).await, Status::Pending);
@@ -197,8 +201,7 @@ mod durable {
             return;
         };
         let id = c.held("c5").await;
-        let _worker = c.worker().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _worker = c.worker_mid_wait().await;
         c.client.cancel_approval_wait(&id).await.unwrap();
         let resolution = c.result(&id).await;
         assert!(
@@ -214,8 +217,7 @@ mod durable {
             return;
         };
         let id = c.held("c6").await;
-        let _worker = c.worker().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _worker = c.worker_mid_wait().await;
         // Decided straight on the row: no nudge reaches the workflow.
         c.engine
             .decide(&id, Decision::Approve, "elsewhere", None)
@@ -262,8 +264,7 @@ mod durable {
             return;
         };
         let id = c.held("c3").await;
-        let _worker = c.worker().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _worker = c.worker_mid_wait().await;
         c.temporal.kill();
         tokio::task::block_in_place(|| c.temporal.restart()).unwrap();
 
