@@ -492,7 +492,7 @@ async fn decided_calls_no_turn_consumed_are_found_once_they_settle() {
         .decided_unconsumed(settled, window, 50)
         .await
         .unwrap();
-    assert_eq!(found, [approved.clone()]);
+    assert_eq!(found, std::slice::from_ref(&approved));
     assert!(!found.contains(&pending));
     // Long gone: left alone.
     f.clock.advance(3_600_000);
