@@ -8,8 +8,9 @@
 //! against the action allowlist (`action_denied`) and the tool-call budget,
 //! tokens, cost and wall time against the budget (`budget_exhausted`; the
 //! running run is aborted when the budget runs out mid-run). Each decision
-//! is one line in `audit.jsonl` in RPC mode's state directory (and a log
-//! event). Whether a `bash` call is `bash.readonly` is the approvals shell
+//! is one line in `audit.jsonl` in RPC mode's state directory (a row of
+//! the shared database when there is one, through
+//! `keel_session_store::home_files`) and a log event. Whether a `bash` call is `bash.readonly` is the approvals shell
 //! analyser's verdict (class read). It does not know how commands or tools
 //! work.
 
@@ -267,18 +268,7 @@ impl Unattended {
             return;
         };
         bytes.push(b'\n');
-        let result = (|| -> std::io::Result<()> {
-            use std::io::Write;
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            f.write_all(&bytes)?;
-            f.sync_data()
-        })();
+        let result = keel_session_store::home_files::append_blocking(path, &bytes);
         if let Err(e) = result {
             tracing::error!(error = %e, "cannot write the unattended audit log");
         }

@@ -139,9 +139,11 @@ async fn home_files_scenario(path: &Path) {
     let log = path.with_file_name("gates.jsonl");
     home_files::append(&log, b"one\n".to_vec()).await.unwrap();
     home_files::append(&log, b"two\n".to_vec()).await.unwrap();
+    // The blocking form (a sync audit line) lands in the same file, in order.
+    home_files::append_blocking(&log, b"three\n").unwrap();
     assert_eq!(
         home_files::read(&log).await.unwrap().as_deref(),
-        Some(&b"one\ntwo\n"[..])
+        Some(&b"one\ntwo\nthree\n"[..])
     );
     assert!(home_files::remove(path).await.unwrap());
     assert!(!home_files::remove(path).await.unwrap());

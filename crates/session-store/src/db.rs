@@ -549,6 +549,37 @@ impl Db {
         })
     }
 
+    /// [`Self::doc_append`] for a caller that holds up its runtime's only
+    /// thread (a sync audit on a current-thread runtime): the process's
+    /// connection is driven by that runtime, so this uses a connection of
+    /// its own on a thread of its own, and returns once the row is stored.
+    pub(crate) fn doc_append_detached(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
+        let (key, body, now) = (key.to_owned(), bytes.to_vec(), millis(SystemTime::now()));
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    runtime.block_on(async {
+                        let client = connect(&self.config).await.map_err(io_error)?;
+                        client
+                            .execute(
+                                "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
+                                 ON CONFLICT (path) DO UPDATE SET body = keel_home_files.body || EXCLUDED.body, \
+                                 modified_ms = EXCLUDED.modified_ms",
+                                &[&key, &body, &now],
+                            )
+                            .await
+                            .map(|_| ())
+                            .map_err(io_error)
+                    })
+                })
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("home file append panicked")))
+        })
+    }
+
     /// Removes a home file; false when there was none.
     pub(crate) fn doc_remove(&self, key: &str) -> io::Result<bool> {
         let key = key.to_owned();

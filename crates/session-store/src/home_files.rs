@@ -1,7 +1,8 @@
 //! The small files keel keeps beside its sessions in `KEEL_HOME`: an app
-//! server thread's metadata, RPC mode's workflow gates.
+//! server thread's metadata, RPC mode's workflow gates and unattended audit
+//! log.
 //!
-//! Owns [`read`], [`write`], [`append`] and [`remove`] for a path below the
+//! Owns [`read`], [`write`], [`append`] (and [`append_blocking`]) and [`remove`] for a path below the
 //! home: on disk (a write replaces the file atomically through a temporary
 //! one; an append closes a line a crash cut, then syncs), or, once
 //! [`crate::use_database`] has been called for that home, as a row of
@@ -58,8 +59,24 @@ pub async fn write(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
 /// whole.
 pub async fn append(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
     let path = path.to_path_buf();
-    off_thread(move || match db::under_home(&path) {
-        Some((db, key)) => db.doc_append(&key, &bytes),
+    off_thread(move || append_here(&path, &bytes)).await
+}
+
+/// [`append`] for a caller that cannot await (an audit line that must be
+/// stored before the decision it records takes effect). It blocks the
+/// calling thread for one write, and needs no runtime: with a database it
+/// writes through a connection of its own.
+pub fn append_blocking(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    match db::under_home(path) {
+        Some((db, key)) => db.doc_append_detached(&key, bytes),
+        None => append_here(path, bytes),
+    }
+}
+
+/// The append itself, on the calling thread (which may block).
+fn append_here(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    match db::under_home(path) {
+        Some((db, key)) => db.doc_append(&key, bytes),
         None => {
             if let Some(dir) = path.parent() {
                 fs::create_dir_all(dir)?;
@@ -68,7 +85,7 @@ pub async fn append(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
                 .create(true)
                 .append(true)
                 .read(true)
-                .open(&path)?;
+                .open(path)?;
             let len = f.metadata()?.len();
             if len > 0 {
                 let mut last = [0u8; 1];
@@ -78,11 +95,10 @@ pub async fn append(path: &Path, bytes: Vec<u8>) -> io::Result<()> {
                     f.write_all(b"\n")?;
                 }
             }
-            f.write_all(&bytes)?;
+            f.write_all(bytes)?;
             f.sync_data()
         }
-    })
-    .await
+    }
 }
 
 /// Removes the file; false when there was none.

@@ -121,6 +121,23 @@ impl Env {
         files
     }
 
+    /// The text of a small file below the home (`rpc/audit.jsonl`, …),
+    /// wherever it is kept; empty when there is none.
+    pub async fn home_file_text(&self, below_home: &str) -> String {
+        let Some(db) = &self.db else {
+            return std::fs::read_to_string(self.home.path().join(below_home)).unwrap_or_default();
+        };
+        let rows = db
+            .query_with(
+                "SELECT body FROM keel_home_files WHERE path = $1",
+                below_home,
+            )
+            .await;
+        rows.first()
+            .map(|r| String::from_utf8(r.get::<_, Vec<u8>>(0)).unwrap())
+            .unwrap_or_default()
+    }
+
     /// The text of a session file, wherever it is kept.
     pub async fn session_text(&self, path: &Path) -> String {
         let Some(db) = &self.db else {

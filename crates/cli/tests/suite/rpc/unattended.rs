@@ -104,7 +104,8 @@ async fn scopes_allowlist_and_tool_budget_fail_closed() {
     assert!(env.ws().join("victim").exists());
     assert!(!env.ws().join("x.txt").exists());
 
-    let audit = std::fs::read_to_string(env.home.path().join("rpc/audit.jsonl")).unwrap();
+    let audit = env.home_file_text("rpc/audit.jsonl").await;
+    assert!(!audit.is_empty(), "no audit log");
     let lines: Vec<Value> = audit
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
