@@ -28,8 +28,10 @@ pub fn system_prompt(
     }
     out.push_str(
         "\nGuidelines:\n\
-         - Read files before you edit them; use `edit` for precise changes and `write` only for \
-           new files or complete rewrites.\n\
+         - Read a file before you edit it; use `edit` for precise changes. A new file needs no \
+           reading: create it with `write`, which also serves for complete rewrites.\n\
+         - Do not read a file again after you wrote it or ran it; the tool results already \
+           tell you what happened.\n\
          - Prefer `grep`, `find` and `ls` to explore; use `bash` for builds, tests and git.\n\
          - Keep changes focused on the request; say plainly what you did and what is left.\n\
          - Show file paths clearly when you talk about files.\n",

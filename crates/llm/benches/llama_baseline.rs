@@ -2,10 +2,13 @@
 //! the local dialect's tokens per second.
 //!
 //! `KEEL_BENCH_MODEL=path.gguf [KEEL_THREADS=2] cargo bench -p keel-llm
-//! --features local --bench llama_baseline` loads the model, evaluates a
-//! fixed prompt of about 500 tokens in batches of 128 and generates 128
-//! tokens greedily, with nothing but llama.cpp (no chat template, grammar,
-//! parsing or events), and prints both rates. Run
+//! --features local --bench llama_baseline` loads the model with keel's
+//! context window (8,192), evaluates a fixed prompt of about 1,200 tokens
+//! (what keel's context holds during the quickstart task: its prompt and
+//! tools, the task and a few tool results; generation slows as the
+//! context grows) in batches of 128 and generates 128 tokens greedily, with
+//! nothing but llama.cpp (no chat template, grammar, parsing or events),
+//! and prints both rates. Run
 //! `benches/local_tasks.py` (or `keel exec` with `RUST_LOG=keel_llm=info`)
 //! on the same file and threads to compare: keel logs `prefill_tok_s` and
 //! `gen_tok_s` for every model call.
@@ -38,14 +41,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backend = LlamaBackend::init()?;
     let model = LlamaModel::load_from_file(&backend, &path, &LlamaModelParams::default())?;
     let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(4096))
+        .with_n_ctx(NonZeroU32::new(8192))
         .with_n_batch(512)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let mut ctx = model.new_context(&backend, params)?;
     let text = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
         .to_owned()
-        + &"Write a long story about a lighthouse keeper and the sea. ".repeat(40)
+        + &"Write a long story about a lighthouse keeper and the sea. ".repeat(95)
         + "<|im_end|>\n<|im_start|>assistant\n";
     let tokens = model.vocab().tokenize(text.as_bytes(), false, true);
     let mut batch = LlamaBatch::new(BATCH, 1);
