@@ -127,7 +127,7 @@ fn resolve(
 
 /// This process as the cluster's history names it.
 #[cfg(feature = "temporal")]
-fn identity(role: &str) -> String {
+pub(crate) fn identity(role: &str) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".to_owned());

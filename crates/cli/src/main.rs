@@ -6,6 +6,7 @@ mod app_server;
 mod approvals;
 mod cluster;
 mod config;
+mod durable_waits;
 mod exec;
 mod inspect;
 mod logging;
@@ -154,6 +155,13 @@ fn main() -> ExitCode {
         );
         if shares_sessions {
             cluster::open_shared_sessions(&cli.global).await?;
+        }
+        let runs_turns = matches!(
+            (&cli.mode, &cli.command),
+            (Some(Mode::Rpc), None) | (None, Some(Command::Exec(_) | Command::AppServer(_)))
+        );
+        if runs_turns {
+            durable_waits::install(&cli.global)?;
         }
         match (cli.mode, cli.command) {
             (Some(_), Some(_)) => Err(anyhow::anyhow!(

@@ -448,13 +448,21 @@ impl ApprovalGate for EngineGate {
             Ok(row) => PendingRequest::from_record(&row),
             Err(e) => return failed(e),
         };
-        // Stored first (by `check`), announced now, then waited on.
+        // Stored first (by `check`), announced now, then waited on (and,
+        // with durable waits, kept by an engine that outlives this process).
+        let durable = crate::durable::durable_waits();
+        if let Some(d) = durable {
+            d.waiting(approval_id);
+        }
         let guard = frontend.held(&request, call).await;
         // The wait ends on a decision or expiry; a cancelled run drops this
         // future (an abort has the loop call `abort` first).
         let never = tokio_util::sync::CancellationToken::new();
         let resolution = engine.wait(approval_id, &never).await;
         drop(guard);
+        if let Some(d) = durable {
+            d.ended(approval_id);
+        }
         let resolution = match resolution {
             Ok(r) => r,
             Err(e) => return failed(e),
@@ -514,6 +522,9 @@ impl ApprovalGate for EngineGate {
         };
         let frontend = self.frontend();
         for row in rows {
+            if let Some(d) = crate::durable::durable_waits() {
+                d.ended(&row.id);
+            }
             frontend.cancelled(&PendingRequest::from_record(&row)).await;
         }
     }

@@ -28,6 +28,7 @@ mod context;
 mod ctx;
 mod deps;
 mod drafts;
+mod durable;
 mod engine_gate;
 mod error;
 mod history;
@@ -57,6 +58,7 @@ pub use deps::{
     SystemClock, ToolCallInfo,
 };
 pub use drafts::send_draft;
+pub use durable::{DurableWaits, set_durable_waits};
 pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, recover_from,
     workspace_key,

@@ -3,6 +3,8 @@
 //! (`keel.approval`); these tests kill its worker with SIGKILL, decide it
 //! from another process while no worker runs, let it expire on its durable
 //! timer while no worker runs, and kill the Temporal server itself mid-wait.
+//! A call held by a turn in a front-end (`keel --mode rpc --temporal`) gets
+//! such a wait too, which outlives that process.
 //! The row in PostgreSQL is the record each time. Built only with the
 //! `temporal` feature; a build without it says how to get one.
 
@@ -16,9 +18,14 @@ mod durable {
         StoreLocation, SystemClock, ToolOrigin,
     };
     use keel_temporal::{TemporalClient, TemporalSettings};
-    use keel_test_support::{KeelChild, KeelCommand, PostgresServer, TemporalServer};
+    use keel_test_support::{
+        KeelChild, KeelCommand, MockModelServer, MockResponse, PostgresServer, TemporalServer,
+        tool_call,
+    };
     use serde_json::json;
     use tempfile::TempDir;
+
+    use crate::suite::rpc::Rpc;
 
     /// Generous: reached only when something hangs.
     const HANG: Duration = Duration::from_secs(90);
@@ -141,6 +148,112 @@ mod durable {
     async fn kill9(worker: KeelChild) {
         worker.signal("KILL").await.unwrap();
         let _ = worker.wait().await;
+    }
+
+    /// `keel --mode rpc` on the cluster, its model the mock, with the
+    /// approvals expiry `expire_after`, once ready.
+    async fn rpc_front_end(c: &Cluster, mock: &MockModelServer, expire_after: &str) -> Rpc {
+        std::fs::write(
+            c.home.path().join("config.toml"),
+            format!("[approvals]\nexpire_after = \"{expire_after}\"\n"),
+        )
+        .unwrap();
+        let base_url = mock.base_url();
+        Rpc::start(c.keel().env("RUST_LOG", "keel=debug").args([
+            "--mode",
+            "rpc",
+            "--base-url",
+            &base_url,
+            "--model",
+            "mock-model",
+        ]))
+        .await
+    }
+
+    /// A turn that runs a deploy command (held: it sends).
+    fn deploy_turn(mock: &MockModelServer, call_id: &str) {
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                call_id,
+                "bash",
+                json!({ "command": "keel-test-unknown-program --deploy" }),
+            )]),
+            MockResponse::text("deployed"),
+        ]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_held_by_a_turn_here_waits_on_temporal_too() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "t1");
+        let _worker = c.worker().await;
+        let mut rpc = rpc_front_end(&c, &mock, "1h").await;
+        rpc.send(json!({"type": "prompt", "message": "deploy"}))
+            .await;
+        let request = rpc.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+
+        // Decided from a third process: the turn here goes on, and the
+        // workflow the turn started for the wait ends with the decision.
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        rpc.tool_end("t1").await;
+        rpc.event("agent_end").await;
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
+            "{resolution:?}"
+        );
+        let (out, _) = rpc.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_held_call_outlives_its_killed_process_and_expires_on_the_workflow_timer() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "t2");
+        let mut rpc = rpc_front_end(&c, &mock, "4s").await;
+        rpc.send(json!({"type": "prompt", "message": "deploy"}))
+            .await;
+        let request = rpc.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        // The workflow starts beside the announcement, not before it: wait
+        // until it takes a nudge.
+        let started = async {
+            loop {
+                if c.client.nudge(&id).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(HANG, started)
+            .await
+            .expect("the turn never started the wait's workflow");
+        // The process that held the call dies; nothing here expires it.
+        rpc.child.signal("KILL").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(c.status(&id).await, Status::Pending);
+
+        // A worker anywhere: the workflow's timer settles the row.
+        let _worker = c.worker().await;
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(resolution, Resolution::Expired { .. }),
+            "{resolution:?}"
+        );
+        assert_eq!(c.status(&id).await, Status::Expired);
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -437,3 +437,83 @@ async fn without_an_engine_every_call_is_denied_with_the_reason() {
         "The approval check failed, so this call did not run: the disk is full"
     );
 }
+
+/// What the gate told the process's durable waits, in order.
+#[derive(Default)]
+struct DurableLog(Mutex<Vec<(&'static str, String)>>);
+
+impl crate::DurableWaits for DurableLog {
+    fn waiting(&self, request_id: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(("waiting", request_id.to_owned()));
+    }
+    fn ended(&self, request_id: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(("ended", request_id.to_owned()));
+    }
+}
+
+/// The process's durable waits for these tests (registered once; other
+/// tests' requests show up in it too, so each test looks at its own ids).
+fn durable_log() -> Arc<DurableLog> {
+    static LOG: std::sync::OnceLock<Arc<DurableLog>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(DurableLog::default());
+        assert!(crate::set_durable_waits(log.clone()));
+        log
+    })
+    .clone()
+}
+
+fn durable_of(log: &DurableLog, id: &str) -> Vec<&'static str> {
+    log.0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r == id)
+        .map(|(what, _)| *what)
+        .collect()
+}
+
+#[tokio::test]
+async fn each_wait_is_handed_to_the_durable_waits_and_told_when_it_ends() {
+    let log = durable_log();
+    let a = Approvals::new(Recorder::default()).await;
+    let tool = FakeTool::new("bash", false);
+    let mut h = a.harness(
+        vec![
+            bash("c1", "cargo publish"),
+            bash("c2", "cargo publish --dry-run=false"),
+        ],
+        vec![tool.clone()],
+    );
+    h.prompt("publish").await;
+    // Decided elsewhere: the wait started durably, then ended here.
+    let first = a.announced(1).await;
+    within(async {
+        while durable_of(&log, &first.id).is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(durable_of(&log, &first.id), ["waiting"]);
+    engine_on(&a.db)
+        .await
+        .decide(&first.id, Decision::Approve, "cli", None)
+        .await
+        .unwrap();
+    // Aborted while waiting: the durable wait hears that it ended too.
+    let second = a.announced(2).await;
+    h.session.submit(Op::Abort).await.unwrap();
+    within(h.run_to_end()).await;
+    assert_eq!(durable_of(&log, &first.id), ["waiting", "ended"]);
+    assert_eq!(durable_of(&log, &second.id), ["waiting", "ended"]);
+    assert_eq!(
+        a.engine.request(&second.id).await.unwrap().status,
+        Status::Cancelled
+    );
+}

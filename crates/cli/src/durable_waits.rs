@@ -1,0 +1,113 @@
+//! Held calls of this process's turns wait on Temporal too.
+//!
+//! With a Temporal cluster configured (`--temporal`, `KEEL_TEMPORAL_ADDRESS`,
+//! `[temporal] address`), every call a turn here holds gets its
+//! `keel.approval` workflow (started when the wait starts, nudged when it
+//! ends here), so a `keel worker` expires it on its durable timer even when
+//! this process dies while it waits, and the reconcile loop covers it. The
+//! turn itself still runs here and still ends its wait on the row. Owns
+//! the [`keel_core::DurableWaits`] implementation; the client calls run in
+//! order on one task behind a bounded queue, never in the turn's way. A
+//! build without the `temporal` feature says once that it cannot.
+
+use keel_temporal::TemporalSettings;
+
+use crate::GlobalArgs;
+
+/// Registers the durable waits of this process, when a cluster is set.
+pub fn install(global: &GlobalArgs) -> anyhow::Result<()> {
+    let Some(settings) = crate::cluster::temporal_settings(global)? else {
+        return Ok(());
+    };
+    register(settings);
+    Ok(())
+}
+
+#[cfg(not(feature = "temporal"))]
+fn register(settings: TemporalSettings) {
+    tracing::warn!(
+        address = %settings.address,
+        "held calls wait in this process only: {}",
+        keel_temporal::NOT_BUILT
+    );
+}
+
+#[cfg(feature = "temporal")]
+fn register(settings: TemporalSettings) {
+    let (jobs, queue) = tokio::sync::mpsc::channel(DURABLE_WAIT_QUEUE);
+    tokio::spawn(engine::run(settings, queue));
+    keel_core::set_durable_waits(std::sync::Arc::new(engine::TemporalWaits { jobs }));
+}
+
+/// Client calls waiting to be made (held calls are few; a full queue
+/// drops the call with a warning, and the row still settles the wait).
+#[cfg(feature = "temporal")]
+const DURABLE_WAIT_QUEUE: usize = 256;
+
+#[cfg(feature = "temporal")]
+mod engine {
+    use keel_temporal::{Error, TemporalClient, TemporalSettings};
+    use tokio::sync::mpsc;
+
+    pub(super) enum Job {
+        Start(String),
+        Nudge(String),
+    }
+
+    pub(super) struct TemporalWaits {
+        pub(super) jobs: mpsc::Sender<Job>,
+    }
+
+    impl TemporalWaits {
+        fn send(&self, job: Job) {
+            if self.jobs.try_send(job).is_err() {
+                tracing::warn!(
+                    "the Temporal queue is full or closed; a held call waits in this process only"
+                );
+            }
+        }
+    }
+
+    impl keel_core::DurableWaits for TemporalWaits {
+        fn waiting(&self, request_id: &str) {
+            self.send(Job::Start(request_id.to_owned()));
+        }
+
+        fn ended(&self, request_id: &str) {
+            self.send(Job::Nudge(request_id.to_owned()));
+        }
+    }
+
+    /// Makes the client calls in order; connects on first use and again
+    /// after a failure.
+    pub(super) async fn run(settings: TemporalSettings, mut queue: mpsc::Receiver<Job>) {
+        let mut client: Option<TemporalClient> = None;
+        while let Some(job) = queue.recv().await {
+            if client.is_none() {
+                match TemporalClient::connect(&settings, &crate::cluster::identity("turns")).await {
+                    Ok(c) => client = Some(c),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot reach Temporal; a held call waits in this process only");
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = client.as_ref() else { continue };
+            let (id, made) = match &job {
+                Job::Start(id) => (id, c.start_approval_wait(id).await),
+                // Not started (Temporal was down then): nothing to nudge.
+                Job::Nudge(id) => match c.nudge(id).await {
+                    Err(Error::NotFound(_)) => (id, Ok(())),
+                    other => (id, other),
+                },
+            };
+            match made {
+                Ok(()) => tracing::debug!(request = %id, "durable wait updated"),
+                Err(e) => {
+                    tracing::warn!(request = %id, error = %e, "Temporal refused a durable wait's update");
+                    client = None;
+                }
+            }
+        }
+    }
+}
