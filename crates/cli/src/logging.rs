@@ -3,9 +3,10 @@
 //!
 //! Without `RUST_LOG` (the usual case) the filter is a plain level per
 //! target, so the directive parser and the per-span filter state are never
-//! set up. llama.cpp's own lines (targets `llama.cpp` and `ggml`) show
-//! only when they are errors: its warnings are about model files a user
-//! cannot change (`RUST_LOG=llama.cpp=info` shows them).
+//! set up. llama.cpp's own lines (the binding's target `llama-cpp-2`, and
+//! `llama.cpp` and `ggml`) show only when they are errors: its warnings
+//! are about model files a user cannot change (`RUST_LOG=llama-cpp-2=info`
+//! shows them).
 
 use std::fs::OpenOptions;
 use std::path::Path;
@@ -58,6 +59,7 @@ pub fn init(file: Option<&Path>) -> anyhow::Result<LogGuard> {
             use tracing_subscriber::util::SubscriberInitExt;
             let targets = tracing_subscriber::filter::Targets::new()
                 .with_default(LevelFilter::WARN)
+                .with_target("llama-cpp-2", LevelFilter::ERROR)
                 .with_target("llama.cpp", LevelFilter::ERROR)
                 .with_target("ggml", LevelFilter::ERROR);
             let builder = builder.with_max_level(LevelFilter::WARN);

@@ -55,6 +55,8 @@ mod exec {
             .env("KEEL_THREADS", "2")
             .env_remove("KEEL_PROVIDER")
             .env_remove("KEEL_MODEL")
+            // A user's terminal: no log filter of their own.
+            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -89,6 +91,12 @@ mod exec {
         assert!(hello.is_file(), "files: {written:?}\nstderr:\n{stderr}");
         let text = std::fs::read_to_string(&hello).unwrap();
         assert!(text.contains("hi there"), "hello.txt: {text:?}");
+        // llama.cpp's own warnings (about the model file's vocabulary) stay
+        // in the log: nothing but keel's lines reaches the terminal.
+        assert!(
+            !stderr.contains("WARN") && !stderr.contains("llama"),
+            "stderr:\n{stderr}"
+        );
         assert!(
             out.status.success(),
             "exit {:?}\nstderr:\n{stderr}",
