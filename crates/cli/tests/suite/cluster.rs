@@ -170,6 +170,19 @@ mod durable {
         .await
     }
 
+    /// Waits until the front-end has started the wait's workflow (it
+    /// starts beside the announcement, not before it): it takes a nudge.
+    async fn workflow_started(c: &Cluster, id: &str) {
+        let started = async {
+            while c.client.nudge(id).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::time::timeout(HANG, started)
+            .await
+            .expect("the turn never started the wait's workflow");
+    }
+
     /// A turn that runs a deploy command (held: it sends).
     fn deploy_turn(mock: &MockModelServer, call_id: &str) {
         mock.push_all([
@@ -195,6 +208,7 @@ mod durable {
             .await;
         let request = rpc.approval_request().await;
         let id = request["id"].as_str().unwrap().to_owned();
+        workflow_started(&c, &id).await;
 
         // Decided from a third process: the turn here goes on, and the
         // workflow the turn started for the wait ends with the decision.
@@ -228,19 +242,7 @@ mod durable {
             .await;
         let request = rpc.approval_request().await;
         let id = request["id"].as_str().unwrap().to_owned();
-        // The workflow starts beside the announcement, not before it: wait
-        // until it takes a nudge.
-        let started = async {
-            loop {
-                if c.client.nudge(&id).await.is_ok() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        tokio::time::timeout(HANG, started)
-            .await
-            .expect("the turn never started the wait's workflow");
+        workflow_started(&c, &id).await;
         // The process that held the call dies; nothing here expires it.
         rpc.child.signal("KILL").await.unwrap();
         tokio::time::sleep(Duration::from_secs(5)).await;
