@@ -86,6 +86,11 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// Appends `$2` to home file `$1` (created when missing), at time `$3`.
+const APPEND_HOME_FILE: &str = "INSERT INTO keel_home_files (path, body, modified_ms) \
+     VALUES ($1, $2, $3) ON CONFLICT (path) DO UPDATE \
+     SET body = keel_home_files.body || EXCLUDED.body, modified_ms = EXCLUDED.modified_ms";
+
 /// The version this keel writes.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -538,14 +543,9 @@ impl Db {
     pub(crate) fn doc_append(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
         let (key, body, now) = (key.to_owned(), bytes.to_vec(), millis(SystemTime::now()));
         self.run(async |c| {
-            c.execute(
-                "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
-                 ON CONFLICT (path) DO UPDATE SET body = keel_home_files.body || EXCLUDED.body, \
-                 modified_ms = EXCLUDED.modified_ms",
-                &[&key, &body, &now],
-            )
-            .await
-            .map(|_| ())
+            c.execute(APPEND_HOME_FILE, &[&key, &body, &now])
+                .await
+                .map(|_| ())
         })
     }
 
@@ -564,12 +564,7 @@ impl Db {
                     runtime.block_on(async {
                         let client = connect(&self.config).await.map_err(io_error)?;
                         client
-                            .execute(
-                                "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
-                                 ON CONFLICT (path) DO UPDATE SET body = keel_home_files.body || EXCLUDED.body, \
-                                 modified_ms = EXCLUDED.modified_ms",
-                                &[&key, &body, &now],
-                            )
+                            .execute(APPEND_HOME_FILE, &[&key, &body, &now])
                             .await
                             .map(|_| ())
                             .map_err(io_error)

@@ -121,6 +121,16 @@ mod durable {
                 .unwrap()
         }
 
+        /// The wait on `id` ended on its timer and its row says expired.
+        async fn expired(&self, id: &str) {
+            let resolution = self.result(id).await;
+            assert!(
+                matches!(resolution, Resolution::Expired { .. }),
+                "{resolution:?}"
+            );
+            assert_eq!(self.status(id).await, Status::Expired);
+        }
+
         async fn status(&self, id: &str) -> Status {
             self.engine.request(id).await.unwrap().status
         }
@@ -250,12 +260,7 @@ mod durable {
 
         // A worker anywhere: the workflow's timer settles the row.
         let _worker = c.worker().await;
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(resolution, Resolution::Expired { .. }),
-            "{resolution:?}"
-        );
-        assert_eq!(c.status(&id).await, Status::Expired);
+        c.expired(&id).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -302,12 +307,7 @@ mod durable {
         assert_eq!(c.status(&id).await, Status::Pending);
 
         let _worker = c.worker().await;
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(resolution, Resolution::Expired { .. }),
-            "{resolution:?}"
-        );
-        assert_eq!(c.status(&id).await, Status::Expired);
+        c.expired(&id).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
