@@ -19,7 +19,8 @@
 //! schema is versioned (`keel_sessions_schema`); a database written by a
 //! newer keel is refused. The connection string is only ever shown
 //! redacted. The functions here block (they run on tokio's blocking pool,
-//! as file I/O does); it must not know what the lines mean.
+//! as file I/O does) on a connection of [`crate::pool`]; it must not know
+//! what the lines mean.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -28,8 +29,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::runtime::Handle;
-use tokio::sync::Mutex;
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config};
+
+use crate::pool::{Pool, connect, io_error};
 
 /// The sessions root that lives in the database, and its connection.
 pub(crate) struct Db {
@@ -37,9 +39,8 @@ pub(crate) struct Db {
     home: PathBuf,
     /// `KEEL_HOME/sessions`: session files are keyed below it.
     root: PathBuf,
-    config: Config,
     redacted: String,
-    client: Mutex<Client>,
+    pool: Pool,
 }
 
 impl std::fmt::Debug for Db {
@@ -146,9 +147,8 @@ pub async fn use_database(home: &Path, url: &str, redacted: &str) -> Result<(), 
     let db = Db {
         home: home.to_path_buf(),
         root: crate::SessionStore::for_home(home).root().to_path_buf(),
-        config,
         redacted: redacted.to_owned(),
-        client: Mutex::new(client),
+        pool: Pool::new(config, redacted.to_owned(), client),
     };
     if DB.set(db).is_err() {
         return Err(DbError::AlreadySet);
@@ -159,16 +159,6 @@ pub async fn use_database(home: &Path, url: &str, redacted: &str) -> Result<(), 
 /// Whether sessions live in a database in this process; its URL, redacted.
 pub fn database_in_use() -> Option<&'static str> {
     DB.get().map(|db| db.redacted.as_str())
-}
-
-async fn connect(config: &Config) -> Result<Client, tokio_postgres::Error> {
-    let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "the sessions database connection failed");
-        }
-    });
-    Ok(client)
 }
 
 /// Brings the schema up to date; `Some(version)` when the database is newer.
@@ -240,10 +230,6 @@ fn time_of(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-fn io_error(e: tokio_postgres::Error) -> io::Error {
-    io::Error::other(format!("sessions database: {e}"))
-}
-
 fn not_found(key: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotFound,
@@ -272,23 +258,15 @@ pub(crate) struct DbFile {
 }
 
 impl Db {
-    /// Runs `work` on the connection (reconnected first if the server
-    /// dropped it, or if the runtime that drove it is gone), blocking this
-    /// thread of the current runtime's blocking pool.
+    /// Runs `work` on a connection of the pool (see [`Pool::with`]),
+    /// blocking this thread of the current runtime's blocking pool.
     fn run<T>(
         &self,
         work: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
         let runtime = Handle::try_current()
             .map_err(|_| io::Error::other("the sessions database needs an async runtime"))?;
-        runtime.block_on(async {
-            let mut client = self.client.lock().await;
-            if client.is_closed() {
-                tracing::warn!(url = %self.redacted, "the sessions database connection was closed; reconnecting");
-                *client = connect(&self.config).await.map_err(io_error)?;
-            }
-            work(&mut client).await.map_err(io_error)
-        })
+        runtime.block_on(self.pool.with(work))
     }
 
     /// The whole file as JSONL bytes.
@@ -562,7 +540,7 @@ impl Db {
                         .enable_all()
                         .build()?;
                     runtime.block_on(async {
-                        let client = connect(&self.config).await.map_err(io_error)?;
+                        let client = connect(self.pool.config()).await.map_err(io_error)?;
                         client
                             .execute(APPEND_HOME_FILE, &[&key, &body, &now])
                             .await

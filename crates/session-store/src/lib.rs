@@ -32,6 +32,7 @@ mod format;
 pub mod home_files;
 mod ids;
 mod load;
+mod pool;
 mod store;
 mod tree;
 mod writer;
