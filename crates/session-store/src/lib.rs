@@ -34,6 +34,7 @@ mod ids;
 mod load;
 mod pool;
 mod store;
+mod summary;
 mod tree;
 mod writer;
 

@@ -7,30 +7,23 @@
 //! turned into a conversation (`load`), how the writer batches (`writer`), or
 //! any wire protocol.
 
-use std::borrow::Cow;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use chrono::Utc;
-use keel_protocol::{ContentBlock, Message};
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::files::{self, Sink};
-use crate::format::{
-    Entry, EntryBody, FORMAT_VERSION, ParsedLine, SessionHeader, parse_entry_line, rfc3339_ms,
-    to_line,
-};
+use crate::format::{Entry, FORMAT_VERSION, SessionHeader, rfc3339_ms, to_line};
 use crate::ids::IdSet;
-use crate::load::{is_blank, read_header, trim_line_end};
+use crate::load::{read_header, trim_line_end};
+pub use crate::summary::FIRST_MESSAGE_MAX_CHARS;
+use crate::summary::Facts;
 use crate::writer::{self, SessionWriter};
 
 /// File name extension of session files.
 const EXTENSION: &str = "jsonl";
-
-/// `first_message` is cut to this many characters (plus `…`).
-pub const FIRST_MESSAGE_MAX_CHARS: usize = 100;
 
 /// Slugs longer than this (in bytes) are shortened and suffixed with a hash,
 /// keeping directory names well under the usual 255-byte limit.
@@ -314,23 +307,6 @@ fn summarize_or_warn(path: &Path, modified: SystemTime) -> Option<SessionSummary
     }
 }
 
-/// The fields of a line a summary needs; everything else is skipped unparsed.
-#[derive(Deserialize)]
-struct SummaryProbe<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default, borrow)]
-    message: Option<RoleProbe<'a>>,
-}
-
-#[derive(Deserialize)]
-struct RoleProbe<'a> {
-    #[serde(borrow)]
-    role: Cow<'a, str>,
-}
-
 /// Reads a summary by streaming the file; malformed lines are ignored.
 fn summarize(path: &Path, modified: SystemTime) -> Result<SessionSummary> {
     let mut reader = files::reader(path).map_err(|e| Error::io(path, e))?;
@@ -346,6 +322,7 @@ fn summarize(path: &Path, modified: SystemTime) -> Result<SessionSummary> {
         first_message: None,
         name: None,
     };
+    let mut facts = Facts::default();
     loop {
         buf.clear();
         if reader
@@ -355,53 +332,12 @@ fn summarize(path: &Path, modified: SystemTime) -> Result<SessionSummary> {
         {
             break;
         }
-        let line = trim_line_end(&buf);
-        if is_blank(line) {
-            continue;
-        }
-        let Ok(probe) = serde_json::from_slice::<SummaryProbe>(line) else {
-            continue;
-        };
-        match probe.kind.as_ref() {
-            "message" => {
-                summary.message_count += 1;
-                let is_user = probe.message.is_some_and(|m| m.role == "user");
-                if is_user && summary.first_message.is_none() {
-                    summary.first_message = first_user_text(line);
-                }
-            }
-            "session_info" => summary.name = probe.name,
-            _ => {}
-        }
+        facts.add(trim_line_end(&buf));
     }
+    summary.message_count = facts.messages;
+    summary.first_message = facts.first_message;
+    summary.name = facts.name.flatten();
     Ok(summary)
-}
-
-/// The display text of a user message line, if it has any text.
-fn first_user_text(line: &[u8]) -> Option<String> {
-    let Ok(ParsedLine::Entry(entry)) = parse_entry_line(line) else {
-        return None;
-    };
-    let EntryBody::Message {
-        message: Message::User(user),
-    } = entry.body
-    else {
-        return None;
-    };
-    let mut words = Vec::new();
-    for block in &user.content {
-        if let ContentBlock::Text { text } = block {
-            words.extend(text.split_whitespace());
-        }
-    }
-    if words.is_empty() {
-        return None;
-    }
-    let text = words.join(" ");
-    match text.char_indices().nth(FIRST_MESSAGE_MAX_CHARS) {
-        Some((cut, _)) => Some(format!("{}…", &text[..cut])),
-        None => Some(text),
-    }
 }
 
 fn resolve_blocking(root: &Path, workspace: &Path, cwd: &Path, query: &str) -> Result<PathBuf> {
@@ -489,7 +425,9 @@ fn find_by_id(dirs: &[PathBuf], query_id: &str, query: &str) -> Result<Option<Pa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::EntryBody;
     use crate::testutil::{assistant, msg, temp_store, user, within};
+    use keel_protocol::{ContentBlock, Message};
     use std::fs::{self, File};
     use std::time::Duration;
 
@@ -666,14 +604,15 @@ mod tests {
             body: msg(user(&"é ".repeat(150))),
         };
         let line = serde_json::to_vec(&entry).unwrap();
-        let text = first_user_text(&line).unwrap();
+        let first = |line: &[u8]| Facts::of([line]).first_message;
+        let text = first(&line).unwrap();
         assert_eq!(text.chars().count(), FIRST_MESSAGE_MAX_CHARS + 1);
         assert!(text.ends_with('…'));
         let empty = crate::Entry {
             body: msg(user("  \n ")),
             ..entry
         };
-        assert_eq!(first_user_text(&serde_json::to_vec(&empty).unwrap()), None);
+        assert_eq!(first(&serde_json::to_vec(&empty).unwrap()), None);
     }
 
     #[tokio::test]
