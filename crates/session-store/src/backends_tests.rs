@@ -178,6 +178,31 @@ async fn postgres_runs_the_session_scenario() {
     // loads it, and the bytes are valid JSONL with one header.
     let store = SessionStore::new(root);
     let first = within(store.list_all()).await.unwrap();
+
+    // Rows from before the listing facts were kept in columns: each is
+    // summarized from its lines once when listed (the same summaries),
+    // and kept from then on.
+    let client = crate::pool::connect(&url.parse().unwrap()).await.unwrap();
+    let forgotten = client
+        .execute(
+            "UPDATE keel_session_files SET summarized = false, messages = 0, \
+             first_message = NULL, named = false, name = NULL",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(forgotten >= 2, "{forgotten}");
+    assert_eq!(within(store.list_all()).await.unwrap(), first);
+    let unsummarized: i64 = client
+        .query_one(
+            "SELECT count(*) FROM keel_session_files WHERE NOT summarized",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unsummarized, 0);
+    assert_eq!(within(store.list_all()).await.unwrap(), first);
     let bytes = tokio::task::spawn_blocking({
         let path = first[0].path.clone();
         move || crate::files::read(&path).unwrap()

@@ -32,6 +32,7 @@ use tokio::runtime::Handle;
 use tokio_postgres::{Client, Config};
 
 use crate::pool::{Pool, connect, io_error};
+use crate::summary::Facts;
 
 /// The sessions root that lives in the database, and its connection.
 pub(crate) struct Db {
@@ -84,6 +85,17 @@ const MIGRATIONS: &[&str] = &[
         body        BYTEA NOT NULL,
         modified_ms BIGINT NOT NULL
     );
+    "#,
+    // 2 -> 3: what a listing shows, kept up to date by every append
+    // (`crate::summary::Facts`), so listing reads no lines. Rows from
+    // before it (`summarized` false) are summarized once when listed.
+    r#"
+    ALTER TABLE keel_session_files
+        ADD COLUMN summarized    BOOLEAN NOT NULL DEFAULT false,
+        ADD COLUMN messages      BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN first_message TEXT,
+        ADD COLUMN named         BOOLEAN NOT NULL DEFAULT false,
+        ADD COLUMN name          TEXT;
     "#,
 ];
 
@@ -191,6 +203,51 @@ async fn migrate(client: &mut Client) -> Result<Option<i64>, tokio_postgres::Err
         .await?;
         tx.commit().await?;
     }
+}
+
+/// One file as a listing shows it ([`Db::summaries`]).
+pub(crate) struct Summarized {
+    pub path: PathBuf,
+    pub modified: SystemTime,
+    pub header: String,
+    pub facts: Facts,
+}
+
+/// [`Facts`] as the columns `messages`, `first_message`, `named`, `name`.
+fn columns_of(facts: &Facts) -> (i64, Option<String>, bool, Option<String>) {
+    (
+        i64::try_from(facts.messages).unwrap_or(i64::MAX),
+        facts.first_message.clone(),
+        facts.name.is_some(),
+        facts.name.clone().flatten(),
+    )
+}
+
+/// Summarizes the file `key` from its lines and stores the facts, unless
+/// it has grown past `lines` lines meanwhile.
+async fn summarize_rows(
+    c: &mut Client,
+    key: &str,
+    lines: i64,
+) -> Result<Facts, tokio_postgres::Error> {
+    let rows = c
+        .query(
+            "SELECT line FROM keel_session_lines WHERE path = $1 AND seq < $2 ORDER BY seq",
+            &[&key, &lines],
+        )
+        .await?;
+    let mut facts = Facts::default();
+    for row in &rows {
+        facts.add(row.try_get::<_, &str>(0)?.as_bytes());
+    }
+    let (messages, first, named, name) = columns_of(&facts);
+    c.execute(
+        "UPDATE keel_session_files SET summarized = true, messages = $3, first_message = $4, \
+         named = $5, name = $6 WHERE path = $1 AND lines = $2",
+        &[&key, &lines, &messages, &first, &named, &name],
+    )
+    .await?;
+    Ok(facts)
 }
 
 /// `path` below `base`, with `/` between its parts: the key of a row.
@@ -317,14 +374,30 @@ impl Db {
         let len = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
         let now = millis(SystemTime::now());
         let owned = key.to_owned();
+        let facts = Facts::of(entries.iter().map(String::as_bytes));
+        let (messages, first, named, name) = columns_of(&facts);
         let created = self.run(async |c| {
             let tx = c.transaction().await?;
             let inserted = tx
                 .execute(
                     "INSERT INTO keel_session_files \
-                     (path, workspace, session_id, header, lines, bytes, modified_ms) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (path) DO NOTHING",
-                    &[&owned, &workspace, &session_id, &header, &count, &len, &now],
+                     (path, workspace, session_id, header, lines, bytes, modified_ms, \
+                      summarized, messages, first_message, named, name) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, true, $8, $9, $10, $11) \
+                     ON CONFLICT (path) DO NOTHING",
+                    &[
+                        &owned,
+                        &workspace,
+                        &session_id,
+                        &header,
+                        &count,
+                        &len,
+                        &now,
+                        &messages,
+                        &first,
+                        &named,
+                        &name,
+                    ],
                 )
                 .await?;
             if inserted == 0 {
@@ -399,7 +472,8 @@ impl Db {
             )
             .await?;
             tx.execute(
-                "UPDATE keel_session_files SET lines = $2, bytes = $3 WHERE path = $1",
+                "UPDATE keel_session_files SET lines = $2, bytes = $3, summarized = false \
+                 WHERE path = $1",
                 &[&key, &kept, &end],
             )
             .await?;
@@ -452,6 +526,46 @@ impl Db {
             rows.iter()
                 .map(|r| Ok((r.try_get(0)?, time_of(r.try_get(1)?))))
                 .collect()
+        })
+    }
+
+    /// What a listing shows of each file of one workspace folder (`dir`
+    /// is its key): its path, modification time, header line and
+    /// [`Facts`], without reading its lines. A row from before the facts
+    /// were kept (or whose tail was cut) is summarized from its lines
+    /// once, and the result stored unless it changed meanwhile.
+    pub(crate) fn summaries(&self, dir: &str) -> io::Result<Vec<Summarized>> {
+        let dir = dir.to_owned();
+        self.run(async |c| {
+            let rows = c
+                .query(
+                    "SELECT path, modified_ms, header, lines, summarized, messages, \
+                     first_message, named, name FROM keel_session_files WHERE workspace = $1",
+                    &[&dir],
+                )
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let key: String = r.try_get(0)?;
+                let facts = if r.try_get(4)? {
+                    let messages: i64 = r.try_get(5)?;
+                    let named: bool = r.try_get(7)?;
+                    Facts {
+                        messages: usize::try_from(messages).unwrap_or(0),
+                        first_message: r.try_get(6)?,
+                        name: named.then(|| r.try_get(8)).transpose()?,
+                    }
+                } else {
+                    summarize_rows(c, &key, r.try_get(3)?).await?
+                };
+                out.push(Summarized {
+                    path: self.root.join(&key),
+                    modified: time_of(r.try_get(1)?),
+                    header: r.try_get(2)?,
+                    facts,
+                });
+            }
+            Ok(out)
         })
     }
 
@@ -602,13 +716,20 @@ impl DbFile {
         let grown = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
         let (key, from) = (self.key.clone(), self.lines);
         let now = millis(SystemTime::now());
+        let facts = Facts::of(lines.iter().map(String::as_bytes));
+        let (messages, first, named, name) = columns_of(&facts);
         let appended = self.db.run(async |c| {
             let tx = c.transaction().await?;
             let updated = tx
                 .execute(
                     "UPDATE keel_session_files SET lines = lines + $3, bytes = bytes + $4, \
-                     modified_ms = greatest(modified_ms + 1, $5) WHERE path = $1 AND lines = $2",
-                    &[&key, &from, &added, &grown, &now],
+                     modified_ms = greatest(modified_ms + 1, $5), messages = messages + $6, \
+                     first_message = coalesce(first_message, $7), \
+                     named = named OR $8, name = CASE WHEN $8 THEN $9 ELSE name END \
+                     WHERE path = $1 AND lines = $2",
+                    &[
+                        &key, &from, &added, &grown, &now, &messages, &first, &named, &name,
+                    ],
                 )
                 .await?;
             if updated == 0 {

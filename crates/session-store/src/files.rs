@@ -13,7 +13,7 @@ use std::io::{self, BufRead, BufReader, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::db::{self, DbFile};
+use crate::db::{self, DbFile, Summarized};
 
 /// A session file open for appending.
 #[derive(Debug)]
@@ -153,6 +153,19 @@ pub(crate) fn is_file(path: &Path) -> bool {
         Some((db, key)) => db.exists(&key),
         None => path.is_file(),
     }
+}
+
+/// What a listing shows of the files of the folder `dir` whose names end
+/// in `.extension`, when they live in the database (each one's path,
+/// modification time, header line and listing facts), without reading
+/// their lines. `None` on disk (read the files instead).
+pub(crate) fn db_summaries(dir: &Path, extension: &str) -> Option<io::Result<Vec<Summarized>>> {
+    let (db, key) = db::under(dir)?;
+    Some(db.summaries(&key).map(|rows| {
+        rows.into_iter()
+            .filter(|r| r.path.extension().is_some_and(|ext| ext == extension))
+            .collect()
+    }))
 }
 
 /// The files of the folder `dir` whose names end in `.extension`, with

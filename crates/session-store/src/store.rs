@@ -15,7 +15,7 @@ use chrono::Utc;
 
 use crate::error::{Error, Result};
 use crate::files::{self, Sink};
-use crate::format::{Entry, FORMAT_VERSION, SessionHeader, rfc3339_ms, to_line};
+use crate::format::{Entry, FORMAT_VERSION, SessionHeader, parse_header_line, rfc3339_ms, to_line};
 use crate::ids::IdSet;
 use crate::load::{read_header, trim_line_end};
 pub use crate::summary::FIRST_MESSAGE_MAX_CHARS;
@@ -177,16 +177,7 @@ impl SessionStore {
     /// Files that cannot be read as sessions are skipped with a warning.
     pub async fn list(&self, cwd: &Path) -> Result<Vec<SessionSummary>> {
         let dir = self.workspace_dir(cwd);
-        crate::blocking(&dir.clone(), move || {
-            let mut out = Vec::new();
-            for (path, modified) in session_files(&dir)? {
-                if let Some(summary) = summarize_or_warn(&path, modified) {
-                    out.push(summary);
-                }
-            }
-            Ok(out)
-        })
-        .await
+        crate::blocking(&dir.clone(), move || summaries(&dir, false)).await
     }
 
     /// The sessions of every workspace, newest (by last modification)
@@ -196,12 +187,8 @@ impl SessionStore {
         crate::blocking(&root.clone(), move || {
             let mut out = Vec::new();
             for dir in files::dirs(&root).map_err(|e| Error::io(&root, e))? {
-                match session_files(&dir) {
-                    Ok(files) => out.extend(
-                        files
-                            .into_iter()
-                            .filter_map(|(path, modified)| summarize_or_warn(&path, modified)),
-                    ),
+                match summaries(&dir, false) {
+                    Ok(summaries) => out.extend(summaries),
                     Err(e) => tracing::warn!(error = %e, "cannot list sessions"),
                 }
             }
@@ -219,9 +206,7 @@ impl SessionStore {
     pub async fn latest(&self, cwd: &Path) -> Result<Option<SessionSummary>> {
         let dir = self.workspace_dir(cwd);
         crate::blocking(&dir.clone(), move || {
-            Ok(session_files(&dir)?
-                .into_iter()
-                .find_map(|(path, modified)| summarize_or_warn(&path, modified)))
+            Ok(summaries(&dir, true)?.into_iter().next())
         })
         .await
     }
@@ -295,6 +280,55 @@ fn session_files(dir: &Path) -> Result<Vec<(PathBuf, SystemTime)>> {
     let mut files = files::list(dir, EXTENSION).map_err(|e| Error::io(dir, e))?;
     files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
     Ok(files)
+}
+
+/// The summaries of the sessions in `dir`, newest (by last modification)
+/// first (ties: later file name first); only the newest readable one when
+/// `first_only`. Files that cannot be read as sessions are skipped with a
+/// warning. In the database the summaries are kept with the files; on
+/// disk each file is read.
+fn summaries(dir: &Path, first_only: bool) -> Result<Vec<SessionSummary>> {
+    let Some(kept) = files::db_summaries(dir, EXTENSION) else {
+        let mut out = Vec::new();
+        for (path, modified) in session_files(dir)? {
+            if let Some(summary) = summarize_or_warn(&path, modified) {
+                out.push(summary);
+                if first_only {
+                    break;
+                }
+            }
+        }
+        return Ok(out);
+    };
+    let mut out: Vec<SessionSummary> = kept
+        .map_err(|e| Error::io(dir, e))?
+        .into_iter()
+        .filter_map(|kept| match parse_header_line(kept.header.as_bytes()) {
+            Ok(header) => Some(SessionSummary {
+                id: header.id,
+                path: kept.path,
+                cwd: header.cwd,
+                created: header.timestamp,
+                modified: kept.modified,
+                message_count: kept.facts.messages,
+                first_message: kept.facts.first_message,
+                name: kept.facts.name.flatten(),
+            }),
+            Err(message) => {
+                tracing::warn!(path = %kept.path.display(), error = %message, "skipping unreadable session file");
+                None
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.modified
+            .cmp(&a.modified)
+            .then_with(|| b.path.cmp(&a.path))
+    });
+    if first_only {
+        out.truncate(1);
+    }
+    Ok(out)
 }
 
 fn summarize_or_warn(path: &Path, modified: SystemTime) -> Option<SessionSummary> {
@@ -427,7 +461,6 @@ mod tests {
     use super::*;
     use crate::format::EntryBody;
     use crate::testutil::{assistant, msg, temp_store, user, within};
-    use keel_protocol::{ContentBlock, Message};
     use std::fs::{self, File};
     use std::time::Duration;
 
