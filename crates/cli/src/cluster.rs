@@ -157,7 +157,7 @@ pub fn show_line(global: &GlobalArgs) -> String {
             s.namespace,
             s.task_queue,
             if keel_temporal::BUILT {
-                ""
+                "  # waits of held calls (turns run in this process)"
             } else {
                 "  # this build cannot use it"
             }

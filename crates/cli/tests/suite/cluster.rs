@@ -621,6 +621,33 @@ async fn a_build_without_temporal_says_how_to_get_one() {
     assert!(out.stderr.contains("--features temporal"), "{}", out.stderr);
 }
 
+/// A front-end given a cluster that this build cannot use runs as without
+/// one, and says so once.
+#[cfg(not(feature = "temporal"))]
+#[tokio::test]
+async fn a_front_end_built_without_temporal_says_its_held_calls_wait_here() {
+    let env = super::Env::new().await;
+    env.mock
+        .push(keel_test_support::MockResponse::text("hello"));
+    let out = env
+        .exec()
+        .args(["--temporal", "127.0.0.1:7233", "hi"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "hello");
+    assert_eq!(
+        out.stderr
+            .matches("held calls wait in this process only")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--features temporal"), "{}", out.stderr);
+}
+
 #[tokio::test]
 async fn a_worker_without_a_cluster_says_which_setting_is_missing() {
     let home = tempfile::tempdir().unwrap();
