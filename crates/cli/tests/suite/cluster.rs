@@ -71,9 +71,15 @@ mod durable {
         }
 
         fn keel(&self) -> KeelCommand {
+            self.keel_at(self.home.path(), self.home.path())
+        }
+
+        /// `keel` on the cluster as another machine would run it: its own
+        /// home, in `cwd`.
+        fn keel_at(&self, home: &std::path::Path, cwd: &std::path::Path) -> KeelCommand {
             KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
-                .home(self.home.path())
-                .cwd(self.home.path())
+                .home(home)
+                .cwd(cwd)
                 .args([
                     "--database",
                     &self.url,
@@ -261,6 +267,61 @@ mod durable {
         // A worker anywhere: the workflow's timer settles the row.
         let _worker = c.worker().await;
         c.expired(&id).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_turn_cut_off_on_one_machine_goes_on_on_another_with_the_decision_taken_meanwhile() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "t3");
+        let _worker = c.worker().await;
+        // Two machines: two homes, one workspace path, one database.
+        let ws = tempfile::tempdir().unwrap();
+        let home_b = tempfile::tempdir().unwrap();
+        let base_url = mock.base_url();
+        let front_end = |home: &std::path::Path, extra: &[&str]| {
+            c.keel_at(home, ws.path())
+                .args(["--mode", "rpc", "--base-url", &base_url])
+                .args(["--model", "mock-model"])
+                .args(extra.iter().copied())
+        };
+        let mut a = Rpc::start(front_end(c.home.path(), &[])).await;
+        a.send(json!({"type": "prompt", "message": "deploy"})).await;
+        let request = a.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        workflow_started(&c, &id).await;
+        // Machine A dies with the call waiting; it is approved meanwhile.
+        a.child.signal("KILL").await.unwrap();
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+
+        // Machine B opens the session: the cut-off turn goes on there, the
+        // approved call runs once, the model answers.
+        let session = request["sessionId"].as_str().unwrap().to_owned();
+        let mut b = Rpc::start(front_end(home_b.path(), &["--session", &session])).await;
+        b.tool_end("t3").await;
+        b.event("agent_end").await;
+        let (out, frames) = b.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(
+            !frames.iter().any(|f| f["type"] == "approval_request"),
+            "the decision was honoured, not asked again: {frames:?}"
+        );
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
+            "{resolution:?}"
+        );
+        let row = c.engine.request(&id).await.unwrap();
+        assert!(row.finished_at.is_some(), "its outcome is recorded");
+        assert_eq!(mock.requests().len(), 2, "one model call on each machine");
     }
 
     #[tokio::test(flavor = "multi_thread")]
