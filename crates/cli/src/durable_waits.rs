@@ -7,36 +7,62 @@
 //! this process dies while it waits, and the reconcile loop covers it. The
 //! turn itself still runs here and still ends its wait on the row. Owns
 //! the [`keel_core::DurableWaits`] implementation; the client calls run in
-//! order on one task behind a bounded queue, never in the turn's way. A
-//! build without the `temporal` feature says once that it cannot.
+//! order on one task behind a bounded queue, never in the turn's way, and
+//! [`Installed::drain`] lets the last ones out before the process exits
+//! (a nudge lost there would leave its workflow open until the call's
+//! expiry). A build without the `temporal` feature says once that it
+//! cannot.
 
 use keel_temporal::TemporalSettings;
 
 use crate::GlobalArgs;
 
+/// The durable waits this process registered, if any.
+#[derive(Default)]
+pub struct Installed {
+    #[cfg(feature = "temporal")]
+    waits: Option<std::sync::Arc<engine::TemporalWaits>>,
+}
+
+/// How long an exiting process waits for its last client calls.
+#[cfg(feature = "temporal")]
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Installed {
+    /// Lets the client calls still queued out (at most [`DRAIN_TIMEOUT`]).
+    pub async fn drain(&self) {
+        #[cfg(feature = "temporal")]
+        if let Some(waits) = &self.waits {
+            waits.drain(DRAIN_TIMEOUT).await;
+        }
+    }
+}
+
 /// Registers the durable waits of this process, when a cluster is set.
-pub fn install(global: &GlobalArgs) -> anyhow::Result<()> {
+pub fn install(global: &GlobalArgs) -> anyhow::Result<Installed> {
     let Some(settings) = crate::cluster::temporal_settings(global)? else {
-        return Ok(());
+        return Ok(Installed::default());
     };
-    register(settings);
-    Ok(())
+    Ok(register(settings))
 }
 
 #[cfg(not(feature = "temporal"))]
-fn register(settings: TemporalSettings) {
+fn register(settings: TemporalSettings) -> Installed {
     tracing::warn!(
         address = %settings.address,
         "held calls wait in this process only: {}",
         keel_temporal::NOT_BUILT
     );
+    Installed::default()
 }
 
 #[cfg(feature = "temporal")]
-fn register(settings: TemporalSettings) {
+fn register(settings: TemporalSettings) -> Installed {
     let (jobs, queue) = tokio::sync::mpsc::channel(DURABLE_WAIT_QUEUE);
     tokio::spawn(engine::run(settings, queue));
-    keel_core::set_durable_waits(std::sync::Arc::new(engine::TemporalWaits { jobs }));
+    let waits = std::sync::Arc::new(engine::TemporalWaits { jobs });
+    keel_core::set_durable_waits(waits.clone());
+    Installed { waits: Some(waits) }
 }
 
 /// Client calls waiting to be made (held calls are few; a full queue
@@ -52,6 +78,8 @@ mod engine {
     pub(super) enum Job {
         Start(String),
         Nudge(String),
+        /// Answered once every job before it was made.
+        Drained(tokio::sync::oneshot::Sender<()>),
     }
 
     pub(super) struct TemporalWaits {
@@ -59,6 +87,17 @@ mod engine {
     }
 
     impl TemporalWaits {
+        /// Waits until the jobs queued so far were made (or `timeout`).
+        pub(super) async fn drain(&self, timeout: std::time::Duration) {
+            let (done, made) = tokio::sync::oneshot::channel();
+            let queued = tokio::time::timeout(timeout, self.jobs.send(Job::Drained(done)));
+            if queued.await.is_ok_and(|sent| sent.is_ok())
+                && tokio::time::timeout(timeout, made).await.is_err()
+            {
+                tracing::warn!("Temporal did not take the last durable-wait updates in time");
+            }
+        }
+
         fn send(&self, job: Job) {
             if self.jobs.try_send(job).is_err() {
                 tracing::warn!(
@@ -83,6 +122,13 @@ mod engine {
     pub(super) async fn run(settings: TemporalSettings, mut queue: mpsc::Receiver<Job>) {
         let mut client: Option<TemporalClient> = None;
         while let Some(job) = queue.recv().await {
+            let job = match job {
+                Job::Drained(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+                other => other,
+            };
             if client.is_none() {
                 match TemporalClient::connect(&settings, &crate::cluster::identity("turns")).await {
                     Ok(c) => client = Some(c),
@@ -100,6 +146,7 @@ mod engine {
                     Err(Error::NotFound(_)) => (id, Ok(())),
                     other => (id, other),
                 },
+                Job::Drained(_) => continue,
             };
             match made {
                 Ok(()) => tracing::debug!(request = %id, "durable wait updated"),

@@ -160,10 +160,12 @@ fn main() -> ExitCode {
             (&cli.mode, &cli.command),
             (Some(Mode::Rpc), None) | (None, Some(Command::Exec(_) | Command::AppServer(_)))
         );
-        if runs_turns {
-            durable_waits::install(&cli.global)?;
-        }
-        match (cli.mode, cli.command) {
+        let durable = if runs_turns {
+            durable_waits::install(&cli.global)?
+        } else {
+            durable_waits::Installed::default()
+        };
+        let outcome = match (cli.mode, cli.command) {
             (Some(_), Some(_)) => Err(anyhow::anyhow!(
                 "--mode cannot be combined with a subcommand"
             )),
@@ -190,7 +192,9 @@ fn main() -> ExitCode {
                     "no command given: use a subcommand (for example `keel exec`) or --mode rpc"
                 ))
             }
-        }
+        };
+        durable.drain().await;
+        outcome
     });
     // Everything that matters has been awaited; do not wait for a blocking
     // read of stdin that may never return (protocol modes on SIGTERM).

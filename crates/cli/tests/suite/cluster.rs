@@ -247,6 +247,36 @@ mod durable {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_decided_in_the_front_end_ends_its_workflow_before_the_process_exits() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "t4");
+        let _worker = c.worker().await;
+        let mut rpc = rpc_front_end(&c, &mock, "1h").await;
+        rpc.send(json!({"type": "prompt", "message": "deploy"}))
+            .await;
+        let request = rpc.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        workflow_started(&c, &id).await;
+        // The workflow has looked and sleeps until a nudge or its timer.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rpc.decide(&id, "approve", json!({})).await;
+        rpc.tool_end("t4").await;
+        rpc.event("agent_end").await;
+        // The process exits at once; its last nudge still went out, so the
+        // workflow ends now, not at the call's expiry an hour away.
+        let (out, _) = rpc.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let resolution = c.result(&id).await;
+        assert!(
+            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
+            "{resolution:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn a_held_call_outlives_its_killed_process_and_expires_on_the_workflow_timer() {
         let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
             return;
