@@ -127,6 +127,15 @@ mod durable {
                 .unwrap()
         }
 
+        /// The wait on `id` ended approved.
+        async fn approved(&self, id: &str) {
+            let resolution = self.result(id).await;
+            assert!(
+                matches!(&resolution, Resolution::Approved { request_id, .. } if request_id == id),
+                "{resolution:?}"
+            );
+        }
+
         /// The wait on `id` ended on its timer and its row says expired.
         async fn expired(&self, id: &str) {
             let resolution = self.result(id).await;
@@ -186,6 +195,22 @@ mod durable {
         .await
     }
 
+    /// An RPC front-end (approvals expiring after `expire_after`) whose
+    /// turn holds a deploy; the held call's id, once its workflow exists.
+    async fn held_in_front_end(
+        c: &Cluster,
+        mock: &MockModelServer,
+        expire_after: &str,
+    ) -> (Rpc, String) {
+        let mut rpc = rpc_front_end(c, mock, expire_after).await;
+        rpc.send(json!({"type": "prompt", "message": "deploy"}))
+            .await;
+        let request = rpc.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        workflow_started(c, &id).await;
+        (rpc, id)
+    }
+
     /// Waits until the front-end has started the wait's workflow (it
     /// starts beside the announcement, not before it): it takes a nudge.
     async fn workflow_started(c: &Cluster, id: &str) {
@@ -219,12 +244,7 @@ mod durable {
         let mock = MockModelServer::start().await;
         deploy_turn(&mock, "t1");
         let _worker = c.worker().await;
-        let mut rpc = rpc_front_end(&c, &mock, "1h").await;
-        rpc.send(json!({"type": "prompt", "message": "deploy"}))
-            .await;
-        let request = rpc.approval_request().await;
-        let id = request["id"].as_str().unwrap().to_owned();
-        workflow_started(&c, &id).await;
+        let (mut rpc, id) = held_in_front_end(&c, &mock, "1h").await;
 
         // Decided from a third process: the turn here goes on, and the
         // workflow the turn started for the wait ends with the decision.
@@ -237,11 +257,7 @@ mod durable {
         assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
         rpc.tool_end("t1").await;
         rpc.event("agent_end").await;
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
-            "{resolution:?}"
-        );
+        c.approved(&id).await;
         let (out, _) = rpc.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
@@ -254,12 +270,7 @@ mod durable {
         let mock = MockModelServer::start().await;
         deploy_turn(&mock, "t4");
         let _worker = c.worker().await;
-        let mut rpc = rpc_front_end(&c, &mock, "1h").await;
-        rpc.send(json!({"type": "prompt", "message": "deploy"}))
-            .await;
-        let request = rpc.approval_request().await;
-        let id = request["id"].as_str().unwrap().to_owned();
-        workflow_started(&c, &id).await;
+        let (mut rpc, id) = held_in_front_end(&c, &mock, "1h").await;
         // The workflow has looked and sleeps until a nudge or its timer.
         tokio::time::sleep(Duration::from_secs(1)).await;
         rpc.decide(&id, "approve", json!({})).await;
@@ -269,11 +280,7 @@ mod durable {
         // workflow ends now, not at the call's expiry an hour away.
         let (out, _) = rpc.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
-            "{resolution:?}"
-        );
+        c.approved(&id).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -283,12 +290,7 @@ mod durable {
         };
         let mock = MockModelServer::start().await;
         deploy_turn(&mock, "t2");
-        let mut rpc = rpc_front_end(&c, &mock, "4s").await;
-        rpc.send(json!({"type": "prompt", "message": "deploy"}))
-            .await;
-        let request = rpc.approval_request().await;
-        let id = request["id"].as_str().unwrap().to_owned();
-        workflow_started(&c, &id).await;
+        let (rpc, id) = held_in_front_end(&c, &mock, "4s").await;
         // The process that held the call dies; nothing here expires it.
         rpc.child.signal("KILL").await.unwrap();
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -344,11 +346,7 @@ mod durable {
             !frames.iter().any(|f| f["type"] == "approval_request"),
             "the decision was honoured, not asked again: {frames:?}"
         );
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
-            "{resolution:?}"
-        );
+        c.approved(&id).await;
         let row = c.engine.request(&id).await.unwrap();
         assert!(row.finished_at.is_some(), "its outcome is recorded");
         assert_eq!(mock.requests().len(), 2, "one model call on each machine");
@@ -373,11 +371,7 @@ mod durable {
         assert_eq!(c.status(&id).await, Status::Approved);
 
         let worker = c.worker().await;
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(&resolution, Resolution::Approved { request_id, .. } if *request_id == id),
-            "{resolution:?}"
-        );
+        c.approved(&id).await;
 
         // SIGTERM drains: the worker stops polling and exits cleanly.
         worker.signal("TERM").await.unwrap();
@@ -431,11 +425,7 @@ mod durable {
             .unwrap();
         // The worker's next round after the decision settles (10 s, every
         // 5 s) nudges it.
-        let resolution = c.result(&id).await;
-        assert!(
-            matches!(resolution, Resolution::Approved { .. }),
-            "{resolution:?}"
-        );
+        c.approved(&id).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
