@@ -32,7 +32,7 @@ trap 'status=$?; [ "$status" -eq 0 ] || echo "quickstart: failed (exit $status) 
 default_task='Create fib.py that prints the first 10 Fibonacci numbers, then run it with python3 and tell me what it printed.'
 
 echo "keel quickstart. The first run builds keel and llama.cpp (10–15 minutes on" >&2
-echo "2 idle cores) and downloads the 1.1 GB model; later runs take about a minute." >&2
+echo "2 idle cores) and downloads the 1.1 GB model; later runs take about half a minute." >&2
 
 command -v cargo >/dev/null 2>&1 ||
   fail "cargo not found: install Rust first (https://rustup.rs), then run this again"
@@ -79,6 +79,7 @@ small=()
 [ "$(awk -F'"' '/^id = /{print $2; exit}' <<<"$shown")" = qwen2.5-coder-0.5b-instruct ] && small=(--small)
 if [ -z "${KEEL_PROVIDER:-}" ] && [ -z "${KEEL_MODEL_PATH:-}" ] &&
   { [ -z "$configured" ] || [ "$configured" = local ]; }; then
+  uses_local=1
   t=$SECONDS
   step "fetching the local model if missing (1.1 GB once, a few minutes on a fast connection; checked by sha256 every time)"
   "$keel" models pull "${small[@]}" >/dev/null || fail "could not fetch the model (see above); run \`$keel models pull\` again to retry"
@@ -90,7 +91,7 @@ fi
 ws="$(mktemp -d -t keel-quickstart.XXXXXX)"
 task="${*:-$default_task}"
 step "running the agent in $ws: $task"
-echo "(the local model's first answer evaluates keel's whole prompt, about 2,000 tokens: half a minute on 2 idle cores, several minutes when they are busy)" >&2
+[ -z "${uses_local:-}" ] || echo "(the local model's first answer evaluates keel's whole prompt, about 940 tokens: 15 seconds on 2 idle cores, minutes when they are busy; later runs start from the prompt cache)" >&2
 t=$SECONDS
 cd "$ws"
 status=0
