@@ -65,13 +65,13 @@ impl ApprovalEngine {
                 .requests(RequestFilter {
                     status: Some(status),
                     delivery: Some(Delivery::Wait),
+                    unconsumed: true,
                     limit: Some(batch),
                     ..Default::default()
                 })
                 .await?;
             out.extend(
                 rows.into_iter()
-                    .filter(|r| r.consumed_at.is_none())
                     .filter(|r| r.decided_at.is_some_and(|at| at <= newest && at >= oldest))
                     .map(|r| r.id),
             );

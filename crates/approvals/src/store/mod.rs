@@ -217,6 +217,8 @@ pub struct RequestFilter {
     pub session_id: Option<String>,
     pub status: Option<Status>,
     pub delivery: Option<Delivery>,
+    /// Only requests whose decision no turn has consumed yet.
+    pub unconsumed: bool,
     /// Newest first, at most this many (all when `None`).
     pub limit: Option<usize>,
 }

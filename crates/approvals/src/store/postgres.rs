@@ -315,12 +315,21 @@ impl ApprovalStore for PostgresStore {
     }
 
     async fn list_requests(&self, filter: RequestFilter) -> Result<Vec<ApprovalRecord>> {
-        let (where_sql, values) = where_equal(vec![
+        let (mut where_sql, values) = where_equal(vec![
             ("workspace", filter.workspace),
             ("session_id", filter.session_id),
             ("status", filter.status.map(|s| s.as_str().to_owned())),
             ("delivery", filter.delivery.map(|d| d.as_str().to_owned())),
         ]);
+        if filter.unconsumed {
+            let joiner = if where_sql.is_empty() {
+                "WHERE"
+            } else {
+                " AND"
+            };
+            where_sql.push_str(joiner);
+            where_sql.push_str(" consumed_at IS NULL");
+        }
         let limit = limit_value(filter.limit);
         let sql = format!(
             "SELECT {REQUEST_COLUMNS} FROM approval_requests {where_sql} \

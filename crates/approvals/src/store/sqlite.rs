@@ -246,6 +246,9 @@ impl ApprovalStore for SqliteStore {
             add("session_id", filter.session_id);
             add("status", filter.status.map(|s| s.as_str().to_owned()));
             add("delivery", filter.delivery.map(|d| d.as_str().to_owned()));
+            if filter.unconsumed {
+                clauses.push("consumed_at IS NULL".to_owned());
+            }
             let where_sql = if clauses.is_empty() {
                 String::new()
             } else {

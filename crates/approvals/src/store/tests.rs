@@ -85,6 +85,21 @@ async fn requests_round_trip(store: &dyn ApprovalStore) {
     let all = store.list_requests(RequestFilter::default()).await.unwrap();
     let ids: Vec<_> = all.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["a3", "a2", "a1"], "newest first");
+    // None consumed yet: the filter keeps all, alone or beside others.
+    let unconsumed = |session_id: Option<&str>| RequestFilter {
+        session_id: session_id.map(str::to_owned),
+        unconsumed: true,
+        ..Default::default()
+    };
+    assert_eq!(store.list_requests(unconsumed(None)).await.unwrap(), all);
+    assert_eq!(
+        store
+            .list_requests(unconsumed(Some("s2")))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     let ws = store
         .list_requests(RequestFilter {
             workspace: Some("/ws".to_owned()),

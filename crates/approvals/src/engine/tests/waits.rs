@@ -494,6 +494,14 @@ async fn decided_calls_no_turn_consumed_are_found_once_they_settle() {
         .unwrap();
     assert_eq!(found, std::slice::from_ref(&approved));
     assert!(!found.contains(&pending));
+    // Newer calls whose decision a turn did consume do not crowd an
+    // unconsumed one out of a small batch.
+    let first = f
+        .engine
+        .decided_unconsumed(settled, window, 1)
+        .await
+        .unwrap();
+    assert_eq!(first, std::slice::from_ref(&approved));
     // Long gone: left alone.
     f.clock.advance(3_600_000);
     let found = f
