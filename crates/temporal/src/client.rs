@@ -104,10 +104,7 @@ impl TemporalClient {
                 WorkflowSignalOptions::default(),
             )
             .await
-            .map_err(|e| match e {
-                WorkflowInteractionError::NotFound(_) => Error::NotFound(id),
-                other => Error::Server(other.to_string()),
-            })
+            .map_err(|e| interaction_error(id, e))
     }
 
     /// Cancels the wait on `request_id` (its turn is gone): the workflow
