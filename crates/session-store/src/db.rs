@@ -19,8 +19,10 @@
 //! schema is versioned (`keel_sessions_schema`); a database written by a
 //! newer keel is refused. The connection string is only ever shown
 //! redacted. The functions here block (they run on tokio's blocking pool,
-//! as file I/O does) on a connection of [`crate::pool`]; it must not know
-//! what the lines mean.
+//! as file I/O does) on a connection of [`crate::pool`]. Beyond the
+//! listing's [`Facts`] (kept in columns of `keel_session_files` by every
+//! create and append, so a listing reads no lines), it must not know what
+//! the lines mean.
 
 use std::io;
 use std::path::{Path, PathBuf};
