@@ -122,12 +122,13 @@ mod engine {
     pub(super) async fn run(settings: TemporalSettings, mut queue: mpsc::Receiver<Job>) {
         let mut client: Option<TemporalClient> = None;
         while let Some(job) = queue.recv().await {
-            let job = match job {
+            let (id, start) = match job {
                 Job::Drained(done) => {
                     let _ = done.send(());
                     continue;
                 }
-                other => other,
+                Job::Start(id) => (id, true),
+                Job::Nudge(id) => (id, false),
             };
             if client.is_none() {
                 match TemporalClient::connect(&settings, &crate::cluster::identity("turns")).await {
@@ -139,14 +140,14 @@ mod engine {
                 }
             }
             let Some(c) = client.as_ref() else { continue };
-            let (id, made) = match &job {
-                Job::Start(id) => (id, c.start_approval_wait(id).await),
-                // Not started (Temporal was down then): nothing to nudge.
-                Job::Nudge(id) => match c.nudge(id).await {
-                    Err(Error::NotFound(_)) => (id, Ok(())),
-                    other => (id, other),
-                },
-                Job::Drained(_) => continue,
+            let made = if start {
+                c.start_approval_wait(&id).await
+            } else {
+                match c.nudge(&id).await {
+                    // Not started (Temporal was down then): nothing to nudge.
+                    Err(Error::NotFound(_)) => Ok(()),
+                    other => other,
+                }
             };
             match made {
                 Ok(()) => tracing::debug!(request = %id, "durable wait updated"),

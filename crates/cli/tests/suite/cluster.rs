@@ -353,6 +353,36 @@ mod durable {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_front_end_whose_temporal_is_unreachable_still_runs_its_held_calls() {
+        let env = crate::suite::Env::new().await;
+        deploy_turn(&env.mock, "t5");
+        // A port nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dead = format!("127.0.0.1:{port}");
+        let mut rpc = env.rpc(&["--temporal", &dead]).await;
+        rpc.send(json!({"type": "prompt", "message": "deploy"}))
+            .await;
+        let request = rpc.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        rpc.decide(&id, "approve", json!({})).await;
+        rpc.tool_end("t5").await;
+        rpc.event("agent_end").await;
+        let (out, _) = tokio::time::timeout(HANG, rpc.finish())
+            .await
+            .expect("the front-end did not exit");
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("cannot reach Temporal"),
+            "{}",
+            out.stderr
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn a_decision_taken_while_no_worker_runs_is_honoured_when_one_starts() {
         let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
             return;
