@@ -479,35 +479,24 @@ async fn decided_calls_no_turn_consumed_are_found_once_they_settle() {
             .unwrap();
     }
     assert!(f.engine.claim(&consumed).await.unwrap());
+    let found = async |batch| {
+        f.engine
+            .decided_unconsumed(settled, window, batch)
+            .await
+            .unwrap()
+    };
     // Just decided: still on its way through the first nudge.
-    let found = f
-        .engine
-        .decided_unconsumed(settled, window, 50)
-        .await
-        .unwrap();
-    assert!(found.is_empty(), "{found:?}");
+    let now = found(50).await;
+    assert!(now.is_empty(), "{now:?}");
     f.clock.advance(11_000);
-    let found = f
-        .engine
-        .decided_unconsumed(settled, window, 50)
-        .await
-        .unwrap();
-    assert_eq!(found, std::slice::from_ref(&approved));
-    assert!(!found.contains(&pending));
+    let now = found(50).await;
+    assert_eq!(now, std::slice::from_ref(&approved));
+    assert!(!now.contains(&pending));
     // Newer calls whose decision a turn did consume do not crowd an
     // unconsumed one out of a small batch.
-    let first = f
-        .engine
-        .decided_unconsumed(settled, window, 1)
-        .await
-        .unwrap();
-    assert_eq!(first, std::slice::from_ref(&approved));
+    assert_eq!(found(1).await, std::slice::from_ref(&approved));
     // Long gone: left alone.
     f.clock.advance(3_600_000);
-    let found = f
-        .engine
-        .decided_unconsumed(settled, window, 50)
-        .await
-        .unwrap();
-    assert!(found.is_empty(), "{found:?}");
+    let now = found(50).await;
+    assert!(now.is_empty(), "{now:?}");
 }
