@@ -176,6 +176,18 @@ impl ContextView<'_> {
         }
     }
 
+    /// Whether the model owes the branch an answer: it ends with a user
+    /// message or a tool result.
+    pub(crate) fn awaits_model(&self) -> bool {
+        let last =
+            |m: Option<&Message>| matches!(m, Some(Message::User(_) | Message::ToolResult(_)));
+        match self {
+            ContextView::Built { messages, .. } => last(messages.last()),
+            // A summary alone is not a question.
+            ContextView::Tree(refs) => last(refs.messages.last().copied()),
+        }
+    }
+
     /// A copy of the messages.
     pub(crate) fn to_vec(&self) -> Vec<Message> {
         match self {

@@ -1,7 +1,10 @@
 //! The session handle's side of resuming a turn that a crash or kill cut
 //! off: whether there is one, which tools its calls need, and starting the
-//! run that finishes it (the run itself is [`crate::resume`]). It must not
-//! know about front ends.
+//! run that finishes it (the run itself is [`crate::resume`]); and, for a
+//! driver that knows the turn is still owed an answer (a durable turn
+//! whose model call died with its worker), going on with the model from a
+//! branch that ends with a user message or tool results. It must not know
+//! about front ends.
 
 use super::{SessionHandle, TaskOp};
 use crate::error::{Error, Result};
@@ -51,6 +54,36 @@ impl SessionHandle {
                 || s.compacting.is_some()
                 || s.context.view(&s.tree).interrupted().is_none()
             {
+                return Ok(false);
+            }
+            s.running = true;
+        }
+        if self.ops.send(TaskOp::Resume).await.is_err() {
+            lock(&self.shared).running = false;
+            return Err(Error::Closed);
+        }
+        Ok(true)
+    }
+
+    /// Goes on with the model when the active branch ends with what the
+    /// model has not answered yet (a user message, or tool results whose
+    /// turn went no further), without a new user message: a run starts
+    /// (`agent_start` …) as if the model call that died had just been made.
+    /// Returns whether it started (false: the branch ends with an assistant
+    /// message or is empty, the session is busy, or a cut-off turn must be
+    /// resumed first with [`Self::resume_interrupted`]).
+    ///
+    /// Only a driver that knows the turn was cut off may call this: after
+    /// a declined call the branch also ends with tool results, and the
+    /// turn is over. That is why [`Self::resume_interrupted`] never does it.
+    pub async fn answer_pending(&self) -> Result<bool> {
+        {
+            let mut s = lock(&self.shared);
+            if s.running || s.compacting.is_some() {
+                return Ok(false);
+            }
+            let view = s.context.view(&s.tree);
+            if view.interrupted().is_some() || !view.awaits_model() {
                 return Ok(false);
             }
             s.running = true;

@@ -192,3 +192,44 @@ impl ApprovalGate for ReadOnly {
         Recovery::Unrecorded { read_only: true }
     }
 }
+
+#[tokio::test]
+async fn a_driver_that_knows_the_turn_was_cut_off_gets_the_pending_message_answered() {
+    // The prompt was stored, then the worker died in the model call.
+    let mut h = resumed(vec![user("say hi")], vec![], vec![text("hi")]);
+    assert!(!h.session.handle().resume_interrupted().await.unwrap());
+    assert!(h.session.handle().answer_pending().await.unwrap());
+    let events = h.run_to_end().await;
+    let users = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AgentEvent::MessageStart {
+                    message: Message::User(_)
+                }
+            )
+        })
+        .count();
+    assert_eq!(users, 0, "no user message is added: {events:#?}");
+    assert_eq!(
+        h.session.handle().last_assistant_text().as_deref(),
+        Some("hi")
+    );
+}
+
+#[tokio::test]
+async fn nothing_is_pending_after_an_answer_or_while_calls_are_unanswered() {
+    for history in [
+        vec![],
+        vec![user("hi"), assistant_calling(&[])],
+        vec![user("tidy"), assistant_calling(&[("c1", "edit")])],
+    ] {
+        let h = resumed(history.clone(), vec![], vec![]);
+        assert!(
+            !h.session.handle().answer_pending().await.unwrap(),
+            "{history:#?}"
+        );
+        assert!(!h.session.snapshot().is_streaming);
+    }
+}
