@@ -99,6 +99,8 @@ const MIGRATIONS: &[&str] = &[
         ADD COLUMN named         BOOLEAN NOT NULL DEFAULT false,
         ADD COLUMN name          TEXT;
     "#,
+    // 3 -> 4: the events of turns run on another machine.
+    crate::events::SCHEMA,
 ];
 
 /// Appends `$2` to home file `$1` (created when missing), at time `$3`.
@@ -168,6 +170,17 @@ pub async fn use_database(home: &Path, url: &str, redacted: &str) -> Result<(), 
         return Err(DbError::AlreadySet);
     }
     Ok(())
+}
+
+/// The connections of the sessions database, once [`use_database`] ran.
+pub(crate) fn pool() -> Option<&'static Pool> {
+    DB.get().map(|db| &db.pool)
+}
+
+/// Brings a test database's schema up to date.
+#[cfg(test)]
+pub(crate) async fn migrate_for_tests(client: &mut Client) {
+    assert_eq!(migrate(client).await.ok(), Some(None));
 }
 
 /// Whether sessions live in a database in this process; its URL, redacted.

@@ -62,6 +62,9 @@ pub enum Error {
     /// appending (another writer?); nothing was modified.
     #[error("session file {} changed on disk since it was loaded", path.display())]
     Modified { path: PathBuf },
+    /// The event log of the sessions database failed ([`crate::events`]).
+    #[error("the session event log: {0}")]
+    Events(String),
     /// An entry could not be serialised to JSON.
     #[error("cannot serialise a session entry: {0}")]
     Serialize(#[from] serde_json::Error),

@@ -27,6 +27,7 @@
 
 mod db;
 mod error;
+pub mod events;
 mod files;
 mod format;
 pub mod home_files;
@@ -45,6 +46,7 @@ mod testutil;
 
 pub use db::{DbError, database_in_use, use_database};
 pub use error::{Error, Result};
+pub use events::{EventLog, StoredEvent};
 pub use format::{
     ApprovalDecision, ApprovalEntry, Entry, EntryBody, FORMAT_VERSION, SessionHeader,
     random_entry_id,
