@@ -233,16 +233,21 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{text:?} is not a number of seconds (e.g. 2s)"))
 }
 
-pub async fn run_worker(global: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<ExitCode> {
+pub async fn run_worker(
+    global: &GlobalArgs,
+    model: &crate::config::ModelArgs,
+    args: WorkerArgs,
+) -> anyhow::Result<ExitCode> {
     let settings = temporal_settings(global)?.with_context(|| {
         format!("keel worker needs a Temporal cluster: --temporal HOST:PORT, {ADDRESS_ENV} or [temporal] address in config.toml")
     })?;
-    worker(global, settings, args).await
+    worker(global, model, settings, args).await
 }
 
 #[cfg(feature = "temporal")]
 async fn worker(
     global: &GlobalArgs,
+    model: &crate::config::ModelArgs,
     settings: TemporalSettings,
     args: WorkerArgs,
 ) -> anyhow::Result<ExitCode> {
@@ -264,13 +269,21 @@ async fn worker(
     });
     let mut config = keel_temporal::WorkerConfig::new(settings, identity("worker"));
     config.sticky_timeout = args.sticky_timeout;
-    keel_temporal::run_worker(config, engine, shutdown).await?;
+    // Turns need the sessions in the shared database; without it the
+    // worker runs approval waits only.
+    let turns = crate::turns::worker::WorkerTurns::new(global, model)
+        .map(|t| Arc::new(t) as Arc<dyn keel_temporal::TurnRunner>);
+    if turns.is_none() {
+        tracing::info!("no shared database: this worker runs approval waits, not turns");
+    }
+    keel_temporal::run_worker(config, engine, turns, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(not(feature = "temporal"))]
 async fn worker(
     _global: &GlobalArgs,
+    _model: &crate::config::ModelArgs,
     _settings: TemporalSettings,
     _args: WorkerArgs,
 ) -> anyhow::Result<ExitCode> {

@@ -13,7 +13,9 @@
 //! on with one stderr line saying how to decide it from another terminal.
 //! A resumed session whose last turn a crash or kill cut off finishes that
 //! turn first (its unanswered tool calls, then the model), then runs the
-//! new prompt.
+//! new prompt. With a Temporal cluster and a shared database configured,
+//! the turn runs on a `keel worker` instead and this process shows it
+//! (`crate::turns::remote`), unless `--here` says otherwise.
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -75,6 +77,11 @@ pub struct ExecArgs {
     /// drafts and going on.
     #[arg(long)]
     pub wait_approvals: bool,
+    /// With a Temporal cluster and a shared database configured, run the
+    /// turn in this process anyway (its held calls still wait on Temporal)
+    /// instead of on a `keel worker`.
+    #[arg(long)]
+    pub here: bool,
 }
 
 pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -86,6 +93,9 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         bail!("workspace {} is not a directory", cwd.display());
     }
     let prompt = read_prompt(args.prompt.as_deref())?;
+    if let Some(settings) = on_worker(global, &args)? {
+        return on_cluster(global, &args, &cwd, prompt, settings).await;
+    }
     let sandbox = crate::config::Settings::load(global)?
         .file
         .sandbox
@@ -171,6 +181,47 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
             ExitCode::from(1)
         }
     })
+}
+
+/// The cluster to run this turn on: Temporal and a shared database are
+/// configured, the session is kept, and `--here` is not given.
+fn on_worker(
+    global: &GlobalArgs,
+    args: &ExecArgs,
+) -> anyhow::Result<Option<keel_temporal::TemporalSettings>> {
+    if args.here || args.no_session || keel_session_store::database_in_use().is_none() {
+        return Ok(None);
+    }
+    let settings = crate::cluster::temporal_settings(global)?;
+    if settings.is_some() && args.fork_from.is_some() {
+        bail!("--fork-from runs here only: add --here");
+    }
+    Ok(settings)
+}
+
+#[cfg(feature = "temporal")]
+async fn on_cluster(
+    global: &GlobalArgs,
+    args: &ExecArgs,
+    cwd: &Path,
+    prompt: String,
+    settings: keel_temporal::TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    crate::turns::remote::run(global, args, cwd, prompt, settings).await
+}
+
+#[cfg(not(feature = "temporal"))]
+async fn on_cluster(
+    _global: &GlobalArgs,
+    _args: &ExecArgs,
+    _cwd: &Path,
+    _prompt: String,
+    _settings: keel_temporal::TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    bail!(
+        "turns run on workers only in a keel with Temporal support (add --here to run it in this process): {}",
+        keel_temporal::NOT_BUILT
+    )
 }
 
 /// One warning line on stderr: `keel: warning: <text>`.

@@ -19,6 +19,11 @@ mod sandbox_cmd;
 mod sessions;
 mod setup;
 mod term;
+#[cfg_attr(
+    not(feature = "temporal"),
+    allow(dead_code, reason = "only a keel with Temporal runs turns on workers")
+)]
+mod turns;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -150,6 +155,7 @@ fn main() -> ExitCode {
                             | Command::AppServer(_)
                             | Command::Sessions { .. }
                             | Command::Approvals(_)
+                            | Command::Worker(_)
                     )
                 )
         );
@@ -158,7 +164,11 @@ fn main() -> ExitCode {
         }
         let runs_turns = matches!(
             (&cli.mode, &cli.command),
-            (Some(Mode::Rpc), None) | (None, Some(Command::Exec(_) | Command::AppServer(_)))
+            (Some(Mode::Rpc), None)
+                | (
+                    None,
+                    Some(Command::Exec(_) | Command::AppServer(_) | Command::Worker(_))
+                )
         );
         let durable = if runs_turns {
             durable_waits::install(&cli.global)?
@@ -185,7 +195,9 @@ fn main() -> ExitCode {
             (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
             (None, Some(Command::Sandbox { command })) => sandbox_cmd::run(&cli.global, command),
             (None, Some(Command::Mcp { command })) => mcp_cmd::run(&cli.global, command).await,
-            (None, Some(Command::Worker(args))) => cluster::run_worker(&cli.global, args).await,
+            (None, Some(Command::Worker(args))) => {
+                cluster::run_worker(&cli.global, &cli.model, args).await
+            }
             (None, None) => {
                 let _ = Cli::command().print_help();
                 Err(anyhow::anyhow!(

@@ -97,6 +97,7 @@ async fn main() {
     run_worker(
         WorkerConfig::new(settings, "keel-bench-worker".to_owned()),
         engine,
+        None,
         shutdown,
     )
     .await

@@ -3,13 +3,15 @@
 //! Owns [`TemporalClient`]: connecting to the configured cluster, starting
 //! the wait of an approval request (idempotent: the workflow id is derived
 //! from the request id, and a running wait is reused), nudging it after a
-//! decision, and reading how it ended. A nudge to a wait that does not
+//! decision, and reading how it ended; starting a turn on a worker
+//! (refused while the session has a running turn), interrupting it, and
+//! waiting for how it ended. A nudge to a wait that does not
 //! exist or has ended is [`Error::NotFound`]; callers treat nudges as
 //! best-effort, since the row is the record. It must not know what the
 //! decision was.
 
 use keel_approvals::Resolution;
-use temporalio_client::errors::WorkflowInteractionError;
+use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
 use temporalio_client::{
     Client, ClientOptions, Connection, ConnectionOptions, Url, WorkflowCancelOptions,
     WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowSignalOptions,
@@ -18,8 +20,10 @@ use temporalio_client::{
 
 use crate::approval::ApprovalWorkflow;
 use crate::error::{Error, Result};
-use crate::ids::approval_workflow_id;
+use crate::ids::{approval_workflow_id, turn_workflow_id};
 use crate::settings::TemporalSettings;
+use crate::turn::TurnWorkflow;
+use crate::turn_types::{TurnInput, TurnOutcome};
 
 /// How long connecting may take (a host that drops packets would
 /// otherwise hold a command that only wants to nudge).
@@ -122,6 +126,50 @@ impl TemporalClient {
     pub async fn approval_result(&self, request_id: &str) -> Result<Resolution> {
         self.client
             .get_workflow_handle::<ApprovalWorkflow>(approval_workflow_id(request_id))
+            .get_result(WorkflowGetResultOptions::default())
+            .await
+            .map_err(|e| Error::Server(e.to_string()))
+    }
+}
+
+impl TemporalClient {
+    /// Starts `turn` on a worker; [`Error::Busy`] while another turn of
+    /// its session runs.
+    pub async fn start_turn(&self, turn: &TurnInput) -> Result<()> {
+        let options = WorkflowStartOptions::new(
+            self.settings.task_queue.clone(),
+            turn_workflow_id(&turn.session_id),
+        )
+        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .build();
+        match self
+            .client
+            .start_workflow(TurnWorkflow::run, turn.clone(), options)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(WorkflowStartError::AlreadyStarted { .. }) => {
+                Err(Error::Busy(turn.session_id.clone()))
+            }
+            Err(e) => Err(Error::Server(e.to_string())),
+        }
+    }
+
+    /// Interrupts the turn running in `session_id`: its activity aborts
+    /// the turn and reports how it ended.
+    pub async fn interrupt_turn(&self, session_id: &str) -> Result<()> {
+        let id = turn_workflow_id(session_id);
+        self.client
+            .get_workflow_handle::<TurnWorkflow>(id.clone())
+            .cancel(WorkflowCancelOptions::default())
+            .await
+            .map_err(|e| interaction_error(id, e))
+    }
+
+    /// How the latest turn of `session_id` ended (waits for it to end).
+    pub async fn turn_result(&self, session_id: &str) -> Result<TurnOutcome> {
+        self.client
+            .get_workflow_handle::<TurnWorkflow>(turn_workflow_id(session_id))
             .get_result(WorkflowGetResultOptions::default())
             .await
             .map_err(|e| Error::Server(e.to_string()))

@@ -20,6 +20,12 @@ pub enum Error {
     /// and been removed).
     #[error("no Temporal workflow {0}")]
     NotFound(String),
+    /// A turn is already running in the session.
+    #[error("a turn is already running in session {0}")]
+    Busy(String),
+    /// Running a turn failed (the worker tries it again).
+    #[error("the turn failed: {0}")]
+    Turn(String),
     /// The approval store failed.
     #[error(transparent)]
     Approvals(#[from] keel_approvals::Error),

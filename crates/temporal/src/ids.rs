@@ -9,6 +9,12 @@ pub fn approval_workflow_id(request_id: &str) -> String {
     format!("keel-approval-{request_id}")
 }
 
+/// The workflow of the turn running in session `session_id`: one at a
+/// time per session, whichever front-end starts it.
+pub fn turn_workflow_id(session_id: &str) -> String {
+    format!("keel-turn-{session_id}")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

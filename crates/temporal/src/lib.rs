@@ -6,7 +6,10 @@
 //! of its own (`approval`: RFC §4.6, a nudge signal, a durable timer at
 //! the row's expiry and a re-read of the row), the worker that runs it
 //! (`worker`) and the client other processes nudge and start it with
-//! (`client`). The database row stays the only record of a decision: the
+//! (`client`); and an agent turn as a workflow (`turn`: one activity that
+//! runs the turn through the binary's [`TurnRunner`], heartbeating, and
+//! moves to another worker when its worker dies; `turn_types`: what it
+//! carries). The database row stays the only record of a decision: the
 //! workflow learns nothing from a signal but that it should look again.
 //! It must not know any wire protocol, and it never prints.
 //!
@@ -17,25 +20,31 @@
 mod error;
 mod ids;
 mod settings;
+mod turn_types;
 
 #[cfg(feature = "engine")]
 mod approval;
 #[cfg(feature = "engine")]
 mod client;
 #[cfg(feature = "engine")]
+mod turn;
+#[cfg(feature = "engine")]
 mod worker;
 
 pub use error::{Error, Result};
-pub use ids::approval_workflow_id;
+pub use ids::{approval_workflow_id, turn_workflow_id};
 pub use settings::{
     ADDRESS_ENV, DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE, NAMESPACE_ENV, TASK_QUEUE_ENV,
     TemporalSettings,
 };
+pub use turn_types::{TurnInput, TurnOutcome, TurnRunner};
 
 #[cfg(feature = "engine")]
 pub use approval::{ApprovalActivities, ApprovalWorkflow};
 #[cfg(feature = "engine")]
 pub use client::TemporalClient;
+#[cfg(feature = "engine")]
+pub use turn::{HEARTBEAT_EVERY, HEARTBEAT_TIMEOUT, TURN_ATTEMPTS, TurnActivities, TurnWorkflow};
 #[cfg(feature = "engine")]
 pub use worker::{RECONCILE_AFTER, RECONCILE_EVERY, WorkerConfig, run_worker};
 

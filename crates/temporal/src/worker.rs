@@ -1,7 +1,8 @@
 //! `keel worker`: the process that runs keel's workflows.
 //!
 //! Owns [`run_worker`]: it connects to the cluster, registers the approval
-//! wait and its activities over the shared approval store, polls the task
+//! wait and its activities over the shared approval store and, when given
+//! a [`TurnRunner`], the turn workflow and its activity, polls the task
 //! queue until `shutdown` fires (SIGTERM in the binary), then stops
 //! gracefully, so the next worker takes over at once instead of after the
 //! sticky-queue timeout. Beside the poller runs the reconcile loop (RFC
@@ -21,6 +22,8 @@ use crate::approval::{ApprovalActivities, ApprovalWorkflow};
 use crate::client::TemporalClient;
 use crate::error::{Error, Result};
 use crate::settings::TemporalSettings;
+use crate::turn::{TurnActivities, TurnWorkflow};
+use crate::turn_types::TurnRunner;
 
 /// How often the reconcile loop looks for decided rows nobody consumed.
 pub const RECONCILE_EVERY: Duration = Duration::from_secs(5);
@@ -58,17 +61,24 @@ impl WorkerConfig {
 pub async fn run_worker(
     config: WorkerConfig,
     engine: ApprovalEngine,
+    turns: Option<std::sync::Arc<dyn TurnRunner>>,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| Error::Server(format!("cannot start the Temporal runtime: {e}")))?;
     let client = TemporalClient::connect(&config.settings, &config.identity).await?;
-    let options = WorkerOptions::new(config.settings.task_queue.clone())
+    let mut builder = WorkerOptions::new(config.settings.task_queue.clone())
         .sticky_queue_schedule_to_start_timeout(config.sticky_timeout)
         .register_activities(ApprovalActivities::new(engine.clone()))
         .register_workflow::<ApprovalWorkflow>()
-        .map_err(|e| Error::Server(e.to_string()))?
-        .build();
+        .map_err(|e| Error::Server(e.to_string()))?;
+    if let Some(runner) = turns {
+        builder = builder
+            .register_activities(TurnActivities::new(runner))
+            .register_workflow::<TurnWorkflow>()
+            .map_err(|e| Error::Server(e.to_string()))?;
+    }
+    let options = builder.build();
     let mut worker = Worker::new(&runtime, client.inner().clone(), options)
         .map_err(|e| Error::Server(format!("cannot start the worker: {e}")))?;
 

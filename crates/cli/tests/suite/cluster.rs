@@ -9,7 +9,7 @@
 //! `temporal` feature; a build without it says how to get one.
 
 #[cfg(feature = "temporal")]
-mod durable {
+pub(crate) mod durable {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -28,20 +28,20 @@ mod durable {
     use crate::suite::rpc::Rpc;
 
     /// Generous: reached only when something hangs.
-    const HANG: Duration = Duration::from_secs(90);
+    pub(crate) const HANG: Duration = Duration::from_secs(90);
 
     /// One PostgreSQL database, one Temporal dev server, a keel home.
-    struct Cluster {
+    pub(crate) struct Cluster {
         _pg: PostgresServer,
         temporal: TemporalServer,
-        url: String,
-        home: TempDir,
-        engine: ApprovalEngine,
-        client: TemporalClient,
+        pub(crate) url: String,
+        pub(crate) home: TempDir,
+        pub(crate) engine: ApprovalEngine,
+        pub(crate) client: TemporalClient,
     }
 
     impl Cluster {
-        async fn start(ttl: Duration) -> Option<Self> {
+        pub(crate) async fn start(ttl: Duration) -> Option<Self> {
             let pg = PostgresServer::start().await?;
             let temporal = TemporalServer::start()?;
             let url = pg.database().await;
@@ -70,13 +70,13 @@ mod durable {
             })
         }
 
-        fn keel(&self) -> KeelCommand {
+        pub(crate) fn keel(&self) -> KeelCommand {
             self.keel_at(self.home.path(), self.home.path())
         }
 
         /// `keel` on the cluster as another machine would run it: its own
         /// home, in `cwd`.
-        fn keel_at(&self, home: &std::path::Path, cwd: &std::path::Path) -> KeelCommand {
+        pub(crate) fn keel_at(&self, home: &std::path::Path, cwd: &std::path::Path) -> KeelCommand {
             KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
                 .home(home)
                 .cwd(cwd)
@@ -90,7 +90,7 @@ mod durable {
         }
 
         /// `keel worker`, once it polls.
-        async fn worker(&self) -> KeelChild {
+        pub(crate) async fn worker(&self) -> KeelChild {
             let mut worker = self
                 .keel()
                 .env("RUST_LOG", "keel_temporal=info")
@@ -146,7 +146,7 @@ mod durable {
             assert_eq!(self.status(id).await, Status::Expired);
         }
 
-        async fn status(&self, id: &str) -> Status {
+        pub(crate) async fn status(&self, id: &str) -> Status {
             self.engine.request(id).await.unwrap().status
         }
     }
@@ -170,7 +170,7 @@ mod durable {
         }
     }
 
-    async fn kill9(worker: KeelChild) {
+    pub(crate) async fn kill9(worker: KeelChild) {
         worker.signal("KILL").await.unwrap();
         let _ = worker.wait().await;
     }
@@ -225,7 +225,7 @@ mod durable {
     }
 
     /// A turn that runs a deploy command (held: it sends).
-    fn deploy_turn(mock: &MockModelServer, call_id: &str) {
+    pub(crate) fn deploy_turn(mock: &MockModelServer, call_id: &str) {
         mock.push_all([
             MockResponse::tool_calls(vec![tool_call(
                 call_id,

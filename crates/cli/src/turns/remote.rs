@@ -1,0 +1,184 @@
+//! The front-end's half of a turn run on a worker: `keel exec` with a
+//! Temporal cluster and a shared database.
+//!
+//! [`run`] stores the session (new, `--session`, or `--continue`) in the
+//! database (the model is the worker's to choose and record; `--model`
+//! is passed on), starts the turn's workflow (refused with a clear error while
+//! another turn of the session runs), then shows the session's events
+//! from the event log as the worker appends them — the same renderer, the
+//! same `--json` lines as a turn run here — until the workflow has ended
+//! and its last event has been shown. A held call is one stderr line that
+//! says how to decide it (`keel approvals approve ID` from any machine
+//! with the same database). SIGINT or SIGTERM interrupts the turn on its
+//! worker; a second one leaves at once (the turn is then interrupted
+//! anyway). The exit codes are those of a turn run here.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use keel_protocol::AgentEvent;
+use keel_session_store::{EventLog, SessionStore, StoredEvent};
+use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::LogRecord;
+use crate::GlobalArgs;
+use crate::exec::ExecArgs;
+use crate::render::Renderer;
+
+/// Runs `prompt` as a turn on the cluster; see the module docs.
+pub async fn run(
+    global: &GlobalArgs,
+    args: &ExecArgs,
+    cwd: &Path,
+    prompt: String,
+    settings: TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    let log = EventLog::shared().context("turns on a worker need the shared database")?;
+    let store = SessionStore::for_home(&crate::config::home_dir(global)?);
+    let (session_id, base_leaf) = session_for(&store, cwd, args).await?;
+    let after = log.last_seq(&session_id).await?;
+    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
+    let turn = TurnInput {
+        session_id: session_id.clone(),
+        cwd: cwd.display().to_string(),
+        turn_id: format!("turn-{}-{after}", std::process::id()),
+        prompt,
+        base_leaf,
+        model: args.model.model.clone(),
+        approval_mode: args
+            .approval_mode
+            .map(|m| keel_core::keel_approvals::Mode::from(m).to_string()),
+    };
+    client.start_turn(&turn).await?;
+    tracing::info!(session = %session_id, "the turn runs on a worker");
+    follow(&client, &log, &session_id, after, args.json).await
+}
+
+/// The session's id and last entry: a new, empty session (the worker
+/// records its model), or the one `--session`/`--continue` names.
+async fn session_for(
+    store: &SessionStore,
+    cwd: &Path,
+    args: &ExecArgs,
+) -> anyhow::Result<(String, Option<String>)> {
+    let existing = if let Some(id) = &args.session {
+        Some(store.resolve(cwd, id).await?)
+    } else if args.continue_ {
+        store.latest(cwd).await?.map(|s| s.path)
+    } else {
+        None
+    };
+    if let Some(path) = existing {
+        let loaded = keel_session_store::load(&path)
+            .await
+            .with_context(|| format!("cannot load session {}", path.display()))?;
+        let leaf = loaded.tree().leaf().map(str::to_owned);
+        return Ok((loaded.header.id.clone(), leaf));
+    }
+    let writer = store.create(cwd, None).await?;
+    let id = writer.id().to_owned();
+    writer.close().await.context("cannot save the session")?;
+    Ok((id, None))
+}
+
+async fn follow(
+    client: &TemporalClient,
+    log: &EventLog,
+    session_id: &str,
+    after: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut events = log.follow(session_id, after);
+    let mut renderer = Renderer::new(json);
+    let result = {
+        let client = client.clone();
+        let session_id = session_id.to_owned();
+        tokio::spawn(async move { client.turn_result(&session_id).await })
+    };
+    let mut result = std::pin::pin!(result);
+    let mut outcome: Option<TurnOutcome> = None;
+    let mut seen = after;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupts = 0u32;
+    let mut ticker = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        if let Some(o) = &outcome
+            && seen >= o.last_seq
+        {
+            break;
+        }
+        tokio::select! {
+            event = events.recv() => {
+                let Some(event) = event else { bail!("the session's event log stopped") };
+                seen = event.seq;
+                show(&mut renderer, &event, json);
+            }
+            ended = &mut result, if outcome.is_none() => {
+                outcome = Some(ended.context("the turn's result")??);
+            }
+            _ = sigint.recv() => {
+                interrupts += 1;
+                if interrupts > 1 { return Ok(ExitCode::from(130)); }
+                interrupt(client, session_id).await;
+            }
+            _ = sigterm.recv() => {
+                interrupts += 1;
+                if interrupts > 1 { return Ok(ExitCode::from(130)); }
+                interrupt(client, session_id).await;
+            }
+            _ = ticker.tick() => renderer.tick(),
+        }
+    }
+    let Some(outcome) = outcome else {
+        bail!("the turn ended without a result")
+    };
+    Ok(match outcome.status.as_str() {
+        "done" if interrupts == 0 => ExitCode::SUCCESS,
+        "failed" => {
+            crate::report_error(&anyhow::anyhow!(
+                outcome
+                    .error
+                    .unwrap_or_else(|| "the turn failed".to_owned())
+            ));
+            ExitCode::from(1)
+        }
+        _ => ExitCode::from(130),
+    })
+}
+
+async fn interrupt(client: &TemporalClient, session_id: &str) {
+    if let Err(e) = client.interrupt_turn(session_id).await {
+        tracing::warn!(error = %e, "cannot interrupt the turn");
+    }
+}
+
+/// One stored event on the terminal (or as its JSON line); a held call
+/// is also one line on stderr, `--json` or not: someone has to decide it.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
+    if let Ok(record) = serde_json::from_str::<LogRecord>(&stored.event) {
+        if json {
+            println!("{}", stored.event);
+        }
+        match record {
+            LogRecord::ApprovalRequest {
+                request_id, title, ..
+            } => eprintln!(
+                "keel: held for approval: {title}; decide with `keel approvals approve {request_id}` (or decline)"
+            ),
+            LogRecord::ApprovalResolved {
+                request_id,
+                outcome,
+            } => eprintln!("keel: {request_id}: {outcome}"),
+        }
+        return;
+    }
+    match serde_json::from_str::<AgentEvent>(&stored.event) {
+        Ok(event) => renderer.event(&event),
+        Err(e) => tracing::warn!(seq = stored.seq, error = %e, "an event this keel cannot read"),
+    }
+}

@@ -1,0 +1,397 @@
+//! The worker's half of a turn: [`WorkerTurns`], the runner
+//! `keel_temporal`'s turn activity calls.
+//!
+//! A try opens the turn's session from the shared database, with the
+//! model of the worker's own configuration (recorded when it differs),
+//! the approval gate of the turn's workspace (held calls wait; each wait
+//! has its `keel.approval` workflow through the process's durable waits)
+//! and the built-in tools. Then, in order: a turn a crash cut off is
+//! resumed (core's crash resume: each unanswered call answered once,
+//! through the gate); the prompt is sent unless an earlier try stored it
+//! ([`super::prompt_stored`]); a prompt that an earlier try stored but the
+//! model never answered is answered ([`keel_core::SessionHandle::answer_pending`]).
+//! Every event of the session, and the gate's side of each held call
+//! ([`super::LogRecord`]), is appended to the session's event log before
+//! the try reports; a later try first closes what a dead one left open
+//! ([`super::closing_events`]). An interrupt aborts the run. Failures of
+//! the store or the model's setup are errors (the activity is tried again,
+//! on any worker); a run that ends badly is an outcome. It must not know
+//! Temporal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use futures::FutureExt;
+use keel_core::keel_approvals::{ApprovalEngine, Mode, PendingRequest, Resolution, Status};
+use keel_core::{ApprovalFrontend, Session};
+use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
+use keel_session_store::{EventLog, SessionStore};
+use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
+use tokio_util::sync::CancellationToken;
+
+use super::{LogRecord, closing_events, prompt_stored};
+use crate::GlobalArgs;
+use crate::config::{ModelArgs, resolve};
+use crate::setup::{
+    SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
+};
+
+/// Events appended to the log in one transaction at most.
+const APPEND_BATCH: usize = 64;
+
+/// Runs turns for this worker; see the module docs.
+pub struct WorkerTurns {
+    global: GlobalArgs,
+    model: ModelArgs,
+    log: EventLog,
+}
+
+impl WorkerTurns {
+    /// `None` when sessions are not in a shared database: a worker then
+    /// runs approval waits only.
+    pub fn new(global: &GlobalArgs, model: &ModelArgs) -> Option<Self> {
+        Some(Self {
+            global: global.clone(),
+            model: model.clone(),
+            log: EventLog::shared()?,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl TurnRunner for WorkerTurns {
+    async fn run(
+        &self,
+        turn: TurnInput,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> keel_temporal::Result<TurnOutcome> {
+        tracing::info!(session = %turn.session_id, turn = %turn.turn_id, attempt, "running a turn");
+        self.run_turn(&turn, attempt, cancel)
+            .await
+            .map_err(|e| {
+                tracing::warn!(session = %turn.session_id, error = %format!("{e:#}"), "the turn's try failed");
+                keel_temporal::Error::Turn(format!("{e:#}"))
+            })
+    }
+}
+
+/// Appends a try's events to the session's log.
+struct Sink {
+    log: EventLog,
+    session_id: String,
+    turn_id: String,
+    attempt: u32,
+    last_seq: u64,
+}
+
+impl Sink {
+    async fn append(&mut self, texts: &[String]) -> anyhow::Result<()> {
+        self.last_seq = self
+            .log
+            .append(&self.session_id, &self.turn_id, self.attempt, texts)
+            .await?;
+        Ok(())
+    }
+
+    async fn events(&mut self, events: &[AgentEvent]) -> anyhow::Result<()> {
+        let texts: Vec<String> = events
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<_, _>>()?;
+        self.append(&texts).await
+    }
+}
+
+enum Ended {
+    Done,
+    Aborted,
+    Failed(String),
+}
+
+impl WorkerTurns {
+    async fn run_turn(
+        &self,
+        turn: &TurnInput,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<TurnOutcome> {
+        let cwd = PathBuf::from(&turn.cwd);
+        if !cwd.is_dir() {
+            bail!(
+                "workspace {} is not a directory on this worker",
+                cwd.display()
+            );
+        }
+        let mut sink = Sink {
+            log: self.log,
+            session_id: turn.session_id.clone(),
+            turn_id: turn.turn_id.clone(),
+            attempt,
+            last_seq: 0,
+        };
+        let (mut session, writer, engine) = self.open(turn, &cwd, &sink).await?;
+        self.close_dead_try(&mut sink, engine.as_ref()).await?;
+        let prompt_done = prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
+        let handle = session.handle();
+        let mut ended = Ended::Done;
+        let resumed = handle.resume_interrupted().await?;
+        if resumed {
+            ended = drive(&mut session, &mut sink, &cancel).await?;
+        }
+        if matches!(ended, Ended::Done) {
+            if !prompt_done {
+                session
+                    .submit(Op::Prompt(UserInput::text(turn.prompt.clone())))
+                    .await?;
+                ended = drive(&mut session, &mut sink, &cancel).await?;
+            } else if !resumed && handle.answer_pending().await? {
+                ended = drive(&mut session, &mut sink, &cancel).await?;
+            }
+        }
+        session.shutdown().await;
+        writer.close().await.context("cannot save the session")?;
+        let (status, error) = match ended {
+            Ended::Done => ("done", None),
+            Ended::Aborted => ("aborted", None),
+            Ended::Failed(reason) => ("failed", Some(reason)),
+        };
+        Ok(TurnOutcome {
+            status: status.to_owned(),
+            error,
+            last_seq: sink
+                .log
+                .last_seq(&turn.session_id)
+                .await?
+                .max(sink.last_seq),
+        })
+    }
+
+    /// Appends what closes the events of this turn's previous try, when it
+    /// died with a run or a message open, and the end of each wait it
+    /// announced that was decided meanwhile (one still pending is
+    /// announced again by the gate when the resumed turn reaches it).
+    async fn close_dead_try(
+        &self,
+        sink: &mut Sink,
+        engine: Option<&ApprovalEngine>,
+    ) -> anyhow::Result<()> {
+        let mut after = 0;
+        let mut stored = Vec::new();
+        let mut waits: Vec<String> = Vec::new();
+        loop {
+            let batch = self.log.after(&sink.session_id, after).await?;
+            let Some(last) = batch.last() else { break };
+            after = last.seq;
+            for e in batch.into_iter().filter(|e| e.turn == sink.turn_id) {
+                match serde_json::from_str::<LogRecord>(&e.event) {
+                    Ok(LogRecord::ApprovalRequest { request_id, .. }) => waits.push(request_id),
+                    Ok(LogRecord::ApprovalResolved { request_id, .. }) => {
+                        waits.retain(|w| *w != request_id);
+                    }
+                    Err(_) => stored.extend(serde_json::from_str::<AgentEvent>(&e.event).ok()),
+                }
+            }
+        }
+        let closing = closing_events(&stored);
+        if !closing.is_empty() {
+            tracing::info!(session = %sink.session_id, "closing the events of a try that died");
+            sink.events(&closing).await?;
+        }
+        let Some(engine) = engine else { return Ok(()) };
+        waits.dedup();
+        for request_id in waits {
+            let status = engine.request(&request_id).await?.status;
+            if status != Status::Pending {
+                let record = LogRecord::ApprovalResolved {
+                    request_id,
+                    outcome: status.as_str().to_owned(),
+                };
+                sink.append(&[serde_json::to_string(&record)?]).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The turn's session, spawned over the shared database, and its writer.
+    async fn open(
+        &self,
+        turn: &TurnInput,
+        cwd: &Path,
+        sink: &Sink,
+    ) -> anyhow::Result<(
+        Session,
+        keel_session_store::SessionWriter,
+        Option<ApprovalEngine>,
+    )> {
+        let mut model = self.model.clone();
+        if let Some(id) = &turn.model {
+            model.model = Some(id.clone());
+        }
+        let resolved = resolve(&self.global, &model)?;
+        let provider = build_provider(&resolved)?;
+        let settings = crate::config::Settings::load(&self.global)?.file;
+        let sandbox = settings.sandbox.settings(None)?;
+        let store = SessionStore::for_home(&resolved.home);
+        let path = store.resolve(cwd, &turn.session_id).await?;
+        let loaded = keel_session_store::load(&path)
+            .await
+            .with_context(|| format!("cannot load session {}", turn.session_id))?;
+        let history = loaded.messages();
+        let mut tree = loaded.tree();
+        let changed_model =
+            loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
+        let writer = loaded.into_writer().await?;
+        if changed_model {
+            tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
+        }
+        let mode = turn
+            .approval_mode
+            .as_deref()
+            .map(str::parse::<Mode>)
+            .transpose()?;
+        let gate = approval_gate(&resolved.home, cwd, mode).await;
+        let engine = gate.engine().ok().cloned();
+        gate.set_frontend(Arc::new(LogFrontend {
+            log: sink.log,
+            session_id: sink.session_id.clone(),
+            turn_id: sink.turn_id.clone(),
+            attempt: sink.attempt,
+        }));
+        let session = spawn_session(SessionSpec {
+            cwd,
+            home: &resolved.home,
+            model: model_info(&resolved),
+            provider,
+            thinking: resolved.thinking,
+            writer: Some(&writer),
+            history,
+            tree: Some(tree),
+            retry: resolved.retry,
+            compaction: resolved.compaction,
+            gate,
+            sandbox,
+            extra_tools: Vec::new(),
+        });
+        Ok((session, writer, engine))
+    }
+}
+
+fn session_tree(session: &Session) -> keel_session_store::SessionTree {
+    session.handle().tree()
+}
+
+/// Runs the session until its run ends, appending every event; an
+/// interrupt aborts the run.
+async fn drive(
+    session: &mut Session,
+    sink: &mut Sink,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Ended> {
+    let mut aborting = false;
+    loop {
+        let event = tokio::select! {
+            event = session.next_event() => event,
+            () = cancel.cancelled(), if !aborting => {
+                aborting = true;
+                let _ = session.submit(Op::Abort).await;
+                continue;
+            }
+        };
+        let Some(event) = event else {
+            bail!("the session stopped unexpectedly")
+        };
+        // What else is ready goes in the same append.
+        let mut batch = vec![event];
+        while batch.len() < APPEND_BATCH
+            && !matches!(batch.last(), Some(AgentEvent::AgentEnd { .. }))
+        {
+            match session.next_event().now_or_never() {
+                Some(Some(event)) => batch.push(event),
+                Some(None) | None => break,
+            }
+        }
+        sink.events(&batch).await?;
+        if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
+            return Ok(if aborting {
+                Ended::Aborted
+            } else {
+                ended_of(messages)
+            });
+        }
+    }
+}
+
+fn ended_of(messages: &[Message]) -> Ended {
+    let last = messages.iter().rev().find_map(|m| match m {
+        Message::Assistant(a) => Some(a),
+        Message::User(_) | Message::ToolResult(_) => None,
+    });
+    match last {
+        Some(a) if a.stop_reason == StopReason::Aborted => Ended::Aborted,
+        Some(a) if a.stop_reason == StopReason::Error => Ended::Failed(
+            a.error_message
+                .clone()
+                .unwrap_or_else(|| "the model call failed".to_owned()),
+        ),
+        _ => Ended::Done,
+    }
+}
+
+/// The gate's front end on a worker: nobody is there to ask, so a held
+/// call waits for a decision from elsewhere, and the log says so.
+struct LogFrontend {
+    log: EventLog,
+    session_id: String,
+    turn_id: String,
+    attempt: u32,
+}
+
+impl LogFrontend {
+    async fn record(&self, record: LogRecord) {
+        let text = match serde_json::to_string(&record) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot encode a log record");
+                return;
+            }
+        };
+        if let Err(e) = self
+            .log
+            .append(&self.session_id, &self.turn_id, self.attempt, &[text])
+            .await
+        {
+            tracing::warn!(session = %self.session_id, error = %e, "cannot log a held call");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalFrontend for LogFrontend {
+    async fn requested(&self, request: &PendingRequest) {
+        self.record(LogRecord::ApprovalRequest {
+            request_id: request.id.clone(),
+            title: request.title.clone(),
+            reason: request.reason.clone(),
+        })
+        .await;
+    }
+
+    async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
+        self.record(LogRecord::ApprovalResolved {
+            request_id: request.id.clone(),
+            outcome: resolution_name(resolution).to_owned(),
+        })
+        .await;
+    }
+}
+
+fn resolution_name(resolution: &Resolution) -> &'static str {
+    match resolution {
+        Resolution::Approved { .. } => "approved",
+        Resolution::Declined { .. } => "declined",
+        Resolution::Expired { .. } => "expired",
+        Resolution::Cancelled { .. } => "cancelled",
+    }
+}

@@ -1,0 +1,156 @@
+//! Turns run on `keel worker`s: `keel exec` with a Temporal cluster and a
+//! shared database starts the turn's workflow and shows the events a
+//! worker appends to the session's event log. A worker killed with
+//! SIGKILL while the turn's held call waits hands the turn to another
+//! worker, which honours the decision taken meanwhile; the front-end sees
+//! every event once, in order, and the session holds every message once.
+//! Built only with the `temporal` feature.
+
+#[cfg(feature = "temporal")]
+mod on_workers {
+    use std::time::Duration;
+
+    use keel_test_support::{KeelChild, KeelCommand, MockModelServer};
+    use serde_json::Value;
+
+    use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
+
+    /// `keel worker` in a home of its own (a machine of its own), running
+    /// turns on the mock model, once it polls.
+    async fn turn_worker(c: &Cluster, mock: &MockModelServer, home: &std::path::Path) -> KeelChild {
+        let mut worker = c
+            .keel_at(home, home)
+            .env("RUST_LOG", "keel_temporal=info,keel=info")
+            .env("KEEL_BASE_URL", mock.base_url())
+            .env("KEEL_MODEL", "mock-model")
+            .arg("worker")
+            .spawn()
+            .await
+            .unwrap();
+        worker
+            .wait_for_stderr(HANG, |l| l.contains("the worker is polling"))
+            .await
+            .unwrap();
+        worker
+    }
+
+    /// `keel exec --json PROMPT` in `ws` from a home of its own.
+    fn exec(
+        c: &Cluster,
+        home: &std::path::Path,
+        ws: &std::path::Path,
+        prompt: &str,
+    ) -> KeelCommand {
+        c.keel_at(home, ws)
+            .args(["exec", "--json", "--model", "mock-model", prompt])
+    }
+
+    /// Whether `worker` has said it runs a turn (within `within`).
+    async fn runs_the_turn(worker: &mut KeelChild, within: Duration) -> bool {
+        worker
+            .wait_for_stderr(within, |l| l.contains("running a turn"))
+            .await
+            .is_ok()
+    }
+
+    /// The approval id in the front-end's "held for approval" line.
+    async fn held_call(front: &mut KeelChild) -> String {
+        let line = front
+            .wait_for_stderr(HANG, |l| l.contains("held for approval"))
+            .await
+            .unwrap();
+        let (_, rest) = line.split_once("keel approvals approve ").unwrap();
+        rest.split('`').next().unwrap().to_owned()
+    }
+
+    /// The `type`s of the JSON events, without the streamed deltas.
+    fn event_types(stdout: &str) -> Vec<String> {
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["type"].as_str().map(str::to_owned))
+            .filter(|t| t != "message_update")
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_turn_moves_to_another_worker_when_its_worker_dies_mid_wait() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "d1");
+        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path()).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path()).await;
+
+        let mut front = exec(&c, homes[2].path(), ws.path(), "deploy")
+            .spawn()
+            .await
+            .unwrap();
+        let id = held_call(&mut front).await;
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        // The worker running the turn dies with the call waiting; the call
+        // is approved from a third process meanwhile.
+        kill9(running).await;
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        assert_eq!(
+            event_types(&out.stdout),
+            [
+                // The first try, on the worker that died.
+                "agent_start",
+                "turn_start",
+                "message_start",
+                "message_end",
+                "message_start",
+                "message_end",
+                "approval_request",
+                // Closed by the second try, which goes on from the session.
+                "agent_end",
+                "approval_resolved",
+                "agent_start",
+                "turn_start",
+                "tool_execution_start",
+                "tool_execution_update",
+                "tool_execution_end",
+                "message_start",
+                "message_end",
+                "turn_end",
+                "turn_start",
+                "message_start",
+                "message_end",
+                "turn_end",
+                "agent_end",
+            ],
+            "{}",
+            out.stdout
+        );
+        // The model heard the prompt, its call and the call's result once.
+        let body = mock.last_request().unwrap().body;
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["role"].as_str())
+            .filter(|r| *r != "system")
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool"], "{body:#}");
+        assert_eq!(mock.request_count(), 2);
+    }
+}

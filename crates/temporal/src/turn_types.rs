@@ -1,0 +1,63 @@
+//! What a turn run on a worker is given and gives back.
+//!
+//! Owns [`TurnInput`], [`TurnOutcome`] and the [`TurnRunner`] seam through
+//! which the worker runs a turn: the workflow and its activity
+//! (`turn.rs`) only carry these, and the binary, which knows the
+//! configuration, the models and the session store, implements the
+//! runner. Kept outside the `engine` feature so a build without Temporal
+//! still names them. It must not know how a turn runs.
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+/// One turn for a worker to run, as the front-end that started it asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnInput {
+    /// The session the turn runs in; it exists in the shared database.
+    pub session_id: String,
+    /// The workspace, a path every worker sees the same.
+    pub cwd: String,
+    /// This turn (events carry it).
+    pub turn_id: String,
+    /// The user's message.
+    pub prompt: String,
+    /// The session's last entry when the turn was started: whether the
+    /// prompt is already stored is read from what follows it.
+    #[serde(default)]
+    pub base_leaf: Option<String>,
+    /// The model id the front-end was asked for (`None`: the worker's).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The approval mode the front-end was asked for (`None`: the
+    /// workspace's stored mode).
+    #[serde(default)]
+    pub approval_mode: Option<String>,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnOutcome {
+    /// `done`, `aborted` or `failed`.
+    pub status: String,
+    /// Why it failed, for `failed`.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The sequence number of the turn's last event in the session's
+    /// event log: a follower has seen the whole turn once it has read it.
+    pub last_seq: u64,
+}
+
+/// Runs turns for the worker's activity.
+#[async_trait::async_trait]
+pub trait TurnRunner: Send + Sync + 'static {
+    /// Runs (or, for `attempt` > 1, goes on with) `turn` until it ends.
+    /// `cancel` fires when the turn is interrupted. An error is retried on
+    /// any worker; a turn that ended badly (a model failure, an abort) is
+    /// an outcome, not an error.
+    async fn run(
+        &self,
+        turn: TurnInput,
+        attempt: u32,
+        cancel: CancellationToken,
+    ) -> crate::Result<TurnOutcome>;
+}
