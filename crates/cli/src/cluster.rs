@@ -221,6 +221,11 @@ pub struct WorkerArgs {
     /// takes them (Temporal's sticky-queue timeout), e.g. 2s.
     #[arg(long, default_value = "2s", value_parser = parse_seconds)]
     pub sticky_timeout: std::time::Duration,
+    /// On SIGTERM, how long running turns may take to end before the
+    /// worker leaves them to another worker (which goes on from the
+    /// session, as after a crash), e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = parse_seconds)]
+    pub drain_timeout: std::time::Duration,
 }
 
 fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
@@ -270,12 +275,22 @@ async fn worker(
     let mut config = keel_temporal::WorkerConfig::new(settings, identity("worker"));
     config.sticky_timeout = args.sticky_timeout;
     // Turns need the sessions in the shared database; without it the
-    // worker runs approval waits only.
-    let turns = crate::turns::worker::WorkerTurns::new(global, model)
+    // worker runs approval waits only. Draining, turns get
+    // `--drain-timeout` to end; the rest are left to other workers.
+    let leave = CancellationToken::new();
+    let turns = crate::turns::worker::WorkerTurns::new(global, model, leave.clone())
         .map(|t| Arc::new(t) as Arc<dyn keel_temporal::TurnRunner>);
     if turns.is_none() {
         tracing::info!("no shared database: this worker runs approval waits, not turns");
     }
+    let draining = shutdown.clone();
+    let grace = args.drain_timeout;
+    tokio::spawn(async move {
+        draining.cancelled().await;
+        tokio::time::sleep(grace).await;
+        tracing::info!("leaving the turns still running to other workers");
+        leave.cancel();
+    });
     keel_temporal::run_worker(config, engine, turns, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }

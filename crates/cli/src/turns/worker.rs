@@ -45,16 +45,22 @@ pub struct WorkerTurns {
     global: GlobalArgs,
     model: ModelArgs,
     log: EventLog,
+    /// Fires when the worker, draining, stops waiting for its turns.
+    leave: CancellationToken,
 }
 
 impl WorkerTurns {
     /// `None` when sessions are not in a shared database: a worker then
     /// runs approval waits only.
-    pub fn new(global: &GlobalArgs, model: &ModelArgs) -> Option<Self> {
+    /// `leave`: when it fires, each running try stops where it is (see
+    /// [`drive`]) and reports an error, so the server gives the turn to
+    /// another worker at once.
+    pub fn new(global: &GlobalArgs, model: &ModelArgs, leave: CancellationToken) -> Option<Self> {
         Some(Self {
             global: global.clone(),
             model: model.clone(),
             log: EventLog::shared()?,
+            leave,
         })
     }
 }
@@ -108,6 +114,8 @@ enum Ended {
     Done,
     Aborted,
     Failed(String),
+    /// The worker is leaving; the run goes on elsewhere.
+    Left,
 }
 
 impl WorkerTurns {
@@ -137,18 +145,31 @@ impl WorkerTurns {
         let handle = session.handle();
         let mut ended = Ended::Done;
         let resumed = handle.resume_interrupted().await?;
+        let mut driving = Driving {
+            sink: &mut sink,
+            cancel: &cancel,
+            leave: &self.leave,
+        };
         if resumed {
-            ended = drive(&mut session, &mut sink, &cancel).await?;
+            ended = driving.drive(&mut session).await?;
         }
         if matches!(ended, Ended::Done) {
             if !prompt_done {
                 session
                     .submit(Op::Prompt(UserInput::text(turn.prompt.clone())))
                     .await?;
-                ended = drive(&mut session, &mut sink, &cancel).await?;
+                ended = driving.drive(&mut session).await?;
             } else if !resumed && handle.answer_pending().await? {
-                ended = drive(&mut session, &mut sink, &cancel).await?;
+                ended = driving.drive(&mut session).await?;
             }
+        }
+        if matches!(ended, Ended::Left) {
+            // Shutting the session down would abort the run and store the
+            // abort; the process exits in a moment instead, as after a
+            // crash, and the next worker resumes the turn from the session.
+            std::mem::forget(session);
+            std::mem::forget(writer);
+            bail!("the worker is shutting down; another worker goes on with the turn");
         }
         session.shutdown().await;
         writer.close().await.context("cannot save the session")?;
@@ -156,6 +177,7 @@ impl WorkerTurns {
             Ended::Done => ("done", None),
             Ended::Aborted => ("aborted", None),
             Ended::Failed(reason) => ("failed", Some(reason)),
+            Ended::Left => ("failed", Some("the worker left".to_owned())),
         };
         Ok(TurnOutcome {
             status: status.to_owned(),
@@ -282,43 +304,50 @@ fn session_tree(session: &Session) -> keel_session_store::SessionTree {
     session.handle().tree()
 }
 
-/// Runs the session until its run ends, appending every event; an
-/// interrupt aborts the run.
-async fn drive(
-    session: &mut Session,
-    sink: &mut Sink,
-    cancel: &CancellationToken,
-) -> anyhow::Result<Ended> {
-    let mut aborting = false;
-    loop {
-        let event = tokio::select! {
-            event = session.next_event() => event,
-            () = cancel.cancelled(), if !aborting => {
-                aborting = true;
-                let _ = session.submit(Op::Abort).await;
-                continue;
+/// What a try's runs are driven with.
+struct Driving<'a> {
+    sink: &'a mut Sink,
+    /// The turn was interrupted: abort the run.
+    cancel: &'a CancellationToken,
+    /// The worker is leaving: stop following the run, touch nothing.
+    leave: &'a CancellationToken,
+}
+
+impl Driving<'_> {
+    /// Runs the session until its run ends, appending every event.
+    async fn drive(&mut self, session: &mut Session) -> anyhow::Result<Ended> {
+        let mut aborting = false;
+        loop {
+            let event = tokio::select! {
+                event = session.next_event() => event,
+                () = self.cancel.cancelled(), if !aborting => {
+                    aborting = true;
+                    let _ = session.submit(Op::Abort).await;
+                    continue;
+                }
+                () = self.leave.cancelled() => return Ok(Ended::Left),
+            };
+            let Some(event) = event else {
+                bail!("the session stopped unexpectedly")
+            };
+            // What else is ready goes in the same append.
+            let mut batch = vec![event];
+            while batch.len() < APPEND_BATCH
+                && !matches!(batch.last(), Some(AgentEvent::AgentEnd { .. }))
+            {
+                match session.next_event().now_or_never() {
+                    Some(Some(event)) => batch.push(event),
+                    Some(None) | None => break,
+                }
             }
-        };
-        let Some(event) = event else {
-            bail!("the session stopped unexpectedly")
-        };
-        // What else is ready goes in the same append.
-        let mut batch = vec![event];
-        while batch.len() < APPEND_BATCH
-            && !matches!(batch.last(), Some(AgentEvent::AgentEnd { .. }))
-        {
-            match session.next_event().now_or_never() {
-                Some(Some(event)) => batch.push(event),
-                Some(None) | None => break,
+            self.sink.events(&batch).await?;
+            if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
+                return Ok(if aborting {
+                    Ended::Aborted
+                } else {
+                    ended_of(messages)
+                });
             }
-        }
-        sink.events(&batch).await?;
-        if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
-            return Ok(if aborting {
-                Ended::Aborted
-            } else {
-                ended_of(messages)
-            });
         }
     }
 }

@@ -10,6 +10,7 @@
 mod on_workers {
     use std::time::Duration;
 
+    use keel_core::keel_approvals::Status;
     use keel_test_support::{KeelChild, KeelCommand, MockModelServer};
     use serde_json::Value;
 
@@ -17,13 +18,19 @@ mod on_workers {
 
     /// `keel worker` in a home of its own (a machine of its own), running
     /// turns on the mock model, once it polls.
-    async fn turn_worker(c: &Cluster, mock: &MockModelServer, home: &std::path::Path) -> KeelChild {
+    async fn turn_worker(
+        c: &Cluster,
+        mock: &MockModelServer,
+        home: &std::path::Path,
+        extra: &[&str],
+    ) -> KeelChild {
         let mut worker = c
             .keel_at(home, home)
             .env("RUST_LOG", "keel_temporal=info,keel=info")
             .env("KEEL_BASE_URL", mock.base_url())
             .env("KEEL_MODEL", "mock-model")
             .arg("worker")
+            .args(extra.iter().copied())
             .spawn()
             .await
             .unwrap();
@@ -73,28 +80,81 @@ mod on_workers {
             .collect()
     }
 
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_turn_moves_to_another_worker_when_its_worker_dies_mid_wait() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
-            return;
-        };
+    /// Two workers, each on a machine of its own, and a front-end on a
+    /// third whose turn (a deploy) holds its call.
+    struct HeldTurn {
+        c: Cluster,
+        mock: MockModelServer,
+        homes: Vec<tempfile::TempDir>,
+        ws: tempfile::TempDir,
+        front: KeelChild,
+        /// The held call's approval id.
+        id: String,
+        /// The worker running the turn, and the other.
+        running: KeelChild,
+        other: KeelChild,
+    }
+
+    async fn held_turn(extra_worker_args: &[&str]) -> Option<HeldTurn> {
+        let c = Cluster::start(Duration::from_secs(3600)).await?;
         let mock = MockModelServer::start().await;
         deploy_turn(&mock, "d1");
         let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path()).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path()).await;
-
+        let mut one = turn_worker(&c, &mock, homes[0].path(), extra_worker_args).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), extra_worker_args).await;
         let mut front = exec(&c, homes[2].path(), ws.path(), "deploy")
             .spawn()
             .await
             .unwrap();
         let id = held_call(&mut front).await;
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+        let (running, other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
             (one, two)
         } else {
             assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
             (two, one)
+        };
+        Some(HeldTurn {
+            c,
+            mock,
+            homes,
+            ws,
+            front,
+            id,
+            running,
+            other,
+        })
+    }
+
+    /// The model heard the prompt, its call and the call's result once
+    /// each (the session holds each once), and was asked twice.
+    fn each_message_once(mock: &MockModelServer) {
+        let body = mock.last_request().unwrap().body;
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["role"].as_str())
+            .filter(|r| *r != "system")
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool"], "{body:#}");
+        assert_eq!(mock.request_count(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_turn_moves_to_another_worker_when_its_worker_dies_mid_wait() {
+        let Some(HeldTurn {
+            c,
+            mock,
+            front,
+            id,
+            running,
+            mut other,
+            homes: _homes,
+            ws: _ws,
+        }) = held_turn(&[]).await
+        else {
+            return;
         };
         // The worker running the turn dies with the call waiting; the call
         // is approved from a third process meanwhile.
@@ -106,7 +166,6 @@ mod on_workers {
             .await
             .unwrap();
         assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
-
         let out = front.wait().await.unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
         assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
@@ -141,16 +200,101 @@ mod on_workers {
             "{}",
             out.stdout
         );
-        // The model heard the prompt, its call and the call's result once.
-        let body = mock.last_request().unwrap().body;
-        let roles: Vec<&str> = body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|m| m["role"].as_str())
-            .filter(|r| *r != "system")
-            .collect();
-        assert_eq!(roles, ["user", "assistant", "tool"], "{body:#}");
-        assert_eq!(mock.request_count(), 2);
+        each_message_once(&mock);
+        c.approved(&id).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_draining_worker_leaves_its_waiting_turn_to_another_at_once() {
+        let Some(HeldTurn {
+            c,
+            mock,
+            front,
+            id,
+            running,
+            mut other,
+            homes: _homes,
+            ws: _ws,
+        }) = held_turn(&["--drain-timeout", "1s"]).await
+        else {
+            return;
+        };
+        // SIGTERM: the turn still waits after the grace, so the worker
+        // leaves it and exits; another takes it without waiting for the
+        // heartbeat to time out.
+        running.signal("TERM").await.unwrap();
+        let left = running.wait().await.unwrap();
+        assert_eq!(left.code(), Some(0), "{}", left.stderr);
+        assert!(
+            left.stderr.contains("leaving the turns still running"),
+            "{}",
+            left.stderr
+        );
+        assert!(runs_the_turn(&mut other, Duration::from_secs(4)).await);
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let types = event_types(&out.stdout);
+        let count = |t: &str| types.iter().filter(|x| *x == t).count();
+        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
+        assert!(
+            out.stdout.contains("\"text\":\"deployed\""),
+            "{}",
+            out.stdout
+        );
+        each_message_once(&mock);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_second_turn_in_the_session_is_refused_and_an_interrupt_reaches_the_worker() {
+        let Some(HeldTurn {
+            c,
+            homes,
+            ws,
+            front,
+            id,
+            mock: _mock,
+            running: _running,
+            other: _other,
+        }) = held_turn(&[]).await
+        else {
+            return;
+        };
+        let second = exec(&c, homes[2].path(), ws.path(), "again")
+            .arg("--continue")
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(second.code(), Some(2), "{}", second.stderr);
+        assert!(
+            second
+                .stderr
+                .contains("a turn is already running in session"),
+            "{}",
+            second.stderr
+        );
+        // Ctrl-C in the front-end aborts the turn on its worker: the held
+        // call is cancelled and never runs (its result says so).
+        front.signal("INT").await.unwrap();
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(130), "{}", out.stderr);
+        assert_eq!(c.status(&id).await, Status::Cancelled);
+        assert!(
+            out.stdout.contains("Tool execution was aborted")
+                && !out.stdout.contains("command not found"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("\"outcome\":\"cancelled\""),
+            "{}",
+            out.stdout
+        );
     }
 }
