@@ -157,7 +157,7 @@ pub fn show_line(global: &GlobalArgs) -> String {
             s.namespace,
             s.task_queue,
             if keel_temporal::BUILT {
-                "  # waits of held calls (turns run in this process)"
+                "  # held calls wait on it; with the shared database, `keel exec` turns run on workers"
             } else {
                 "  # this build cannot use it"
             }

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 
 /// What the log carries besides the session's own events: the gate's
 /// side of a held call, so a front-end on another machine can say how to
-/// decide it. Tagged like the events (`type`), so a reader tells them
+/// decide it, and a front-end's interrupt, which the worker running the
+/// turn follows. Tagged like the events (`type`), so a reader tells them
 /// apart by trying this first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -45,6 +46,9 @@ pub enum LogRecord {
         request_id: String,
         outcome: String,
     },
+    /// A front-end asked to interrupt the turn (the row's `turn` says
+    /// which).
+    InterruptRequested,
 }
 
 /// Whether the branch past `base_leaf` (the session's last entry when the

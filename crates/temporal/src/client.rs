@@ -4,8 +4,8 @@
 //! the wait of an approval request (idempotent: the workflow id is derived
 //! from the request id, and a running wait is reused), nudging it after a
 //! decision, and reading how it ended; starting a turn on a worker
-//! (refused while the session has a running turn), interrupting it, and
-//! waiting for how it ended. A nudge to a wait that does not
+//! (refused while the session has a running turn) and waiting for how it
+//! ended. A nudge to a wait that does not
 //! exist or has ended is [`Error::NotFound`]; callers treat nudges as
 //! best-effort, since the row is the record. It must not know what the
 //! decision was.
@@ -153,17 +153,6 @@ impl TemporalClient {
             }
             Err(e) => Err(Error::Server(e.to_string())),
         }
-    }
-
-    /// Interrupts the turn running in `session_id`: its activity aborts
-    /// the turn and reports how it ended.
-    pub async fn interrupt_turn(&self, session_id: &str) -> Result<()> {
-        let id = turn_workflow_id(session_id);
-        self.client
-            .get_workflow_handle::<TurnWorkflow>(id.clone())
-            .cancel(WorkflowCancelOptions::default())
-            .await
-            .map_err(|e| interaction_error(id, e))
     }
 
     /// How the latest turn of `session_id` ended (waits for it to end).

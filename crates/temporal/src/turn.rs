@@ -11,9 +11,11 @@
 //! unanswered exactly once, through the gate). A held call inside the
 //! turn waits on its own `keel.approval` workflow, started by the gate's
 //! durable-wait seam, so a decision nudges the wait and the running
-//! activity sees the row change at once. A cancelled turn workflow
-//! (an interrupt) cancels the activity, which aborts the turn and reports
-//! how it ended. It must not know how a turn runs.
+//! activity sees the row change at once. The server cancelling the
+//! activity (a timeout it noticed before this worker did, or the workflow
+//! cancelled by an operator) stops the try where it is; an interrupt from
+//! a front-end is not a cancellation but a record in the session's event
+//! log, which the runner follows. It must not know how a turn runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,13 +59,13 @@ impl TurnActivities {
         turn: TurnInput,
     ) -> Result<TurnOutcome, ActivityError> {
         let attempt = ctx.info().attempt.max(1);
-        let cancel = CancellationToken::new();
-        let mut running = std::pin::pin!(self.runner.run(turn, attempt, cancel.clone()));
+        let stop = CancellationToken::new();
+        let mut running = std::pin::pin!(self.runner.run(turn, attempt, stop.clone()));
         let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
         loop {
             tokio::select! {
                 ended = &mut running => return Ok(ended?),
-                () = ctx.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+                () = ctx.cancelled(), if !stop.is_cancelled() => stop.cancel(),
                 _ = beat.tick() => {
                     if let Err(e) = ctx.record_heartbeat(()).await {
                         tracing::warn!(error = %e, "cannot record the turn's heartbeat");

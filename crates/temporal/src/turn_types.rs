@@ -25,6 +25,10 @@ pub struct TurnInput {
     /// prompt is already stored is read from what follows it.
     #[serde(default)]
     pub base_leaf: Option<String>,
+    /// The sequence number of the session's event log when the turn was
+    /// started: the turn's records (an interrupt) come after it.
+    #[serde(default)]
+    pub log_from: u64,
     /// The model id the front-end was asked for (`None`: the worker's).
     #[serde(default)]
     pub model: Option<String>,
@@ -51,13 +55,16 @@ pub struct TurnOutcome {
 #[async_trait::async_trait]
 pub trait TurnRunner: Send + Sync + 'static {
     /// Runs (or, for `attempt` > 1, goes on with) `turn` until it ends.
-    /// `cancel` fires when the turn is interrupted. An error is retried on
-    /// any worker; a turn that ended badly (a model failure, an abort) is
-    /// an outcome, not an error.
+    /// `stop` fires when this try must stop where it is, touching nothing
+    /// (the server took the activity back: it timed out or was
+    /// cancelled); another try goes on from the session. An interrupt is
+    /// not a stop: it reaches the runner through the session's event log.
+    /// An error is retried on any worker; a turn that ended badly (a model
+    /// failure, an abort) is an outcome, not an error.
     async fn run(
         &self,
         turn: TurnInput,
         attempt: u32,
-        cancel: CancellationToken,
+        stop: CancellationToken,
     ) -> crate::Result<TurnOutcome>;
 }

@@ -10,7 +10,8 @@
 //! and its last event has been shown. A held call is one stderr line that
 //! says how to decide it (`keel approvals approve ID` from any machine
 //! with the same database). SIGINT or SIGTERM interrupts the turn on its
-//! worker; a second one leaves at once (the turn is then interrupted
+//! worker (an `interrupt_requested` record in the log, which that worker
+//! follows); a second one leaves at once (the turn is then interrupted
 //! anyway). The exit codes are those of a turn run here.
 
 use std::path::Path;
@@ -47,6 +48,7 @@ pub async fn run(
         turn_id: format!("turn-{}-{after}", std::process::id()),
         prompt,
         base_leaf,
+        log_from: after,
         model: args.model.model.clone(),
         approval_mode: args
             .approval_mode
@@ -54,7 +56,7 @@ pub async fn run(
     };
     client.start_turn(&turn).await?;
     tracing::info!(session = %session_id, "the turn runs on a worker");
-    follow(&client, &log, &session_id, after, args.json).await
+    follow(&client, &log, &turn, args.json).await
 }
 
 /// The session's id and last entry: a new, empty session (the worker
@@ -87,10 +89,10 @@ async fn session_for(
 async fn follow(
     client: &TemporalClient,
     log: &EventLog,
-    session_id: &str,
-    after: u64,
+    turn: &TurnInput,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let (session_id, after) = (turn.session_id.as_str(), turn.log_from);
     let mut events = log.follow(session_id, after);
     let mut renderer = Renderer::new(json);
     let result = {
@@ -123,12 +125,12 @@ async fn follow(
             _ = sigint.recv() => {
                 interrupts += 1;
                 if interrupts > 1 { return Ok(ExitCode::from(130)); }
-                interrupt(client, session_id).await;
+                interrupt(log, turn).await;
             }
             _ = sigterm.recv() => {
                 interrupts += 1;
                 if interrupts > 1 { return Ok(ExitCode::from(130)); }
-                interrupt(client, session_id).await;
+                interrupt(log, turn).await;
             }
             _ = ticker.tick() => renderer.tick(),
         }
@@ -150,8 +152,20 @@ async fn follow(
     })
 }
 
-async fn interrupt(client: &TemporalClient, session_id: &str) {
-    if let Err(e) = client.interrupt_turn(session_id).await {
+/// Asks the worker running `turn` to abort it: a record in the session's
+/// event log, which that worker follows.
+async fn interrupt(log: &EventLog, turn: &TurnInput) {
+    let record = match serde_json::to_string(&LogRecord::InterruptRequested) {
+        Ok(record) => record,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot encode the interrupt");
+            return;
+        }
+    };
+    if let Err(e) = log
+        .append(&turn.session_id, &turn.turn_id, 0, &[record])
+        .await
+    {
         tracing::warn!(error = %e, "cannot interrupt the turn");
     }
 }
@@ -174,6 +188,7 @@ fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
                 request_id,
                 outcome,
             } => eprintln!("keel: {request_id}: {outcome}"),
+            LogRecord::InterruptRequested => {}
         }
         return;
     }

@@ -13,10 +13,14 @@
 //! Every event of the session, and the gate's side of each held call
 //! ([`super::LogRecord`]), is appended to the session's event log before
 //! the try reports; a later try first closes what a dead one left open
-//! ([`super::closing_events`]). An interrupt aborts the run. Failures of
-//! the store or the model's setup are errors (the activity is tried again,
-//! on any worker); a run that ends badly is an outcome. It must not know
-//! Temporal.
+//! ([`super::closing_events`]). A front-end's interrupt (an
+//! `interrupt_requested` record of the turn in the log, followed from where
+//! the turn began) aborts the run. When the try must stop (the activity
+//! was taken back by the server, or the worker drains past its grace) it
+//! leaves the run where it is, like a crash but at once, and reports an
+//! error so the next try starts. Failures of the store or the model's
+//! setup are errors too (the activity is tried again, on any worker); a
+//! run that ends badly is an outcome. It must not know Temporal.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,10 +75,10 @@ impl TurnRunner for WorkerTurns {
         &self,
         turn: TurnInput,
         attempt: u32,
-        cancel: CancellationToken,
+        stop: CancellationToken,
     ) -> keel_temporal::Result<TurnOutcome> {
         tracing::info!(session = %turn.session_id, turn = %turn.turn_id, attempt, "running a turn");
-        self.run_turn(&turn, attempt, cancel)
+        self.run_turn(&turn, attempt, stop)
             .await
             .map_err(|e| {
                 tracing::warn!(session = %turn.session_id, error = %format!("{e:#}"), "the turn's try failed");
@@ -123,7 +127,7 @@ impl WorkerTurns {
         &self,
         turn: &TurnInput,
         attempt: u32,
-        cancel: CancellationToken,
+        stop: CancellationToken,
     ) -> anyhow::Result<TurnOutcome> {
         let cwd = PathBuf::from(&turn.cwd);
         if !cwd.is_dir() {
@@ -144,11 +148,27 @@ impl WorkerTurns {
         let prompt_done = prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
         let handle = session.handle();
         let mut ended = Ended::Done;
+        // Both tasks below end when the try does (the guards cancel them).
+        let interrupted = self.interrupts(turn);
+        let _following = interrupted.clone().drop_guard();
+        let leave = CancellationToken::new();
+        let _left = leave.clone().drop_guard();
+        {
+            let (leave, stop, drain) = (leave.clone(), stop.clone(), self.leave.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = drain.cancelled() => {}
+                    () = leave.cancelled() => {}
+                }
+                leave.cancel();
+            });
+        }
         let resumed = handle.resume_interrupted().await?;
         let mut driving = Driving {
             sink: &mut sink,
-            cancel: &cancel,
-            leave: &self.leave,
+            cancel: &interrupted,
+            leave: &leave,
         };
         if resumed {
             ended = driving.drive(&mut session).await?;
@@ -190,6 +210,36 @@ impl WorkerTurns {
         })
     }
 
+    /// Fires when a front-end asks to interrupt `turn` (an
+    /// `interrupt_requested` record of it in the session's log, looked for
+    /// from where the turn began, so one sent while no try ran counts).
+    /// Cancel it to stop following the log.
+    fn interrupts(&self, turn: &TurnInput) -> CancellationToken {
+        let fired = CancellationToken::new();
+        let mut records = self.log.follow(&turn.session_id, turn.log_from);
+        let (token, turn_id) = (fired.clone(), turn.turn_id.clone());
+        tokio::spawn(async move {
+            loop {
+                let record = tokio::select! {
+                    () = token.cancelled() => return,
+                    record = records.recv() => record,
+                };
+                let Some(record) = record else { return };
+                if record.turn == turn_id
+                    && matches!(
+                        serde_json::from_str::<LogRecord>(&record.event),
+                        Ok(LogRecord::InterruptRequested)
+                    )
+                {
+                    tracing::info!(turn = %turn_id, "interrupted by a front-end");
+                    token.cancel();
+                    return;
+                }
+            }
+        });
+        fired
+    }
+
     /// Appends what closes the events of this turn's previous try, when it
     /// died with a run or a message open, and the end of each wait it
     /// announced that was decided meanwhile (one still pending is
@@ -212,6 +262,7 @@ impl WorkerTurns {
                     Ok(LogRecord::ApprovalResolved { request_id, .. }) => {
                         waits.retain(|w| *w != request_id);
                     }
+                    Ok(LogRecord::InterruptRequested) => {}
                     Err(_) => stored.extend(serde_json::from_str::<AgentEvent>(&e.event).ok()),
                 }
             }

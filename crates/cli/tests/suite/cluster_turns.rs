@@ -11,7 +11,7 @@ mod on_workers {
     use std::time::Duration;
 
     use keel_core::keel_approvals::Status;
-    use keel_test_support::{KeelChild, KeelCommand, MockModelServer};
+    use keel_test_support::{KeelChild, KeelCommand, MockModelServer, MockResponse};
     use serde_json::Value;
 
     use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
@@ -296,5 +296,73 @@ mod on_workers {
             "{}",
             out.stdout
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_model_call_cut_off_by_a_dying_worker_is_made_again_on_another() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        // The first answer stops mid-stream (its worker dies there).
+        mock.push_all([
+            MockResponse::text("half an answer").stall_after(3),
+            MockResponse::text("a whole answer"),
+        ]);
+        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let mut front = exec(&c, homes[2].path(), ws.path(), "answer me")
+            .spawn()
+            .await
+            .unwrap();
+        front
+            .wait_for_stdout(HANG, |l| l.contains("text_delta"))
+            .await
+            .unwrap();
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            (two, one)
+        };
+        kill9(running).await;
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        assert_eq!(
+            event_types(&out.stdout),
+            [
+                "agent_start",
+                "turn_start",
+                "message_start",
+                "message_end",
+                "message_start",
+                // The half answer is dropped visibly, the dead try's run ends.
+                "auto_retry_start",
+                "auto_retry_end",
+                "agent_end",
+                // The prompt is answered again, not sent again.
+                "agent_start",
+                "turn_start",
+                "message_start",
+                "message_end",
+                "turn_end",
+                "agent_end",
+            ],
+            "{}",
+            out.stdout
+        );
+        assert!(out.stdout.contains("workerLost"), "{}", out.stdout);
+        let body = mock.last_request().unwrap().body;
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["role"].as_str())
+            .filter(|r| *r != "system")
+            .collect();
+        assert_eq!(roles, ["user"], "{body:#}");
+        assert_eq!(mock.request_count(), 2);
     }
 }
