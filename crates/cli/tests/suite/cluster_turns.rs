@@ -324,6 +324,7 @@ mod on_workers {
         let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
             (one, two)
         } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
             (two, one)
         };
         kill9(running).await;
