@@ -156,12 +156,20 @@ impl TemporalClient {
     }
 
     /// How the latest turn of `session_id` ended (waits for it to end).
+    /// A turn that ended without an outcome (it failed on every try, or
+    /// was cancelled or terminated by an operator) is [`Error::Turn`]; not
+    /// reaching the server is [`Error::Server`], worth asking again.
     pub async fn turn_result(&self, session_id: &str) -> Result<TurnOutcome> {
+        use temporalio_client::errors::WorkflowGetResultError as E;
         self.client
             .get_workflow_handle::<TurnWorkflow>(turn_workflow_id(session_id))
             .get_result(WorkflowGetResultOptions::default())
             .await
-            .map_err(|e| Error::Server(e.to_string()))
+            .map_err(|e| match e {
+                E::Rpc(_) | E::Other(_) => Error::Server(e.to_string()),
+                E::NotFound(_) => Error::NotFound(turn_workflow_id(session_id)),
+                other => Error::Turn(other.to_string()),
+            })
     }
 }
 

@@ -98,7 +98,7 @@ async fn follow(
     let result = {
         let client = client.clone();
         let session_id = session_id.to_owned();
-        tokio::spawn(async move { client.turn_result(&session_id).await })
+        tokio::spawn(async move { outcome_of(&client, &session_id).await })
     };
     let mut result = std::pin::pin!(result);
     let mut outcome: Option<TurnOutcome> = None;
@@ -151,6 +151,31 @@ async fn follow(
         _ => ExitCode::from(130),
     })
 }
+
+/// How the turn ended, asking again while the server cannot be reached
+/// (a restarting cluster loses nothing; the turn goes on meanwhile).
+async fn outcome_of(
+    client: &TemporalClient,
+    session_id: &str,
+) -> keel_temporal::Result<TurnOutcome> {
+    let mut warned = false;
+    loop {
+        match client.turn_result(session_id).await {
+            Err(keel_temporal::Error::Server(e)) => {
+                if !warned {
+                    tracing::warn!(error = %e, "cannot reach Temporal for the turn's result; trying again");
+                    warned = true;
+                }
+                tokio::time::sleep(RESULT_RETRY).await;
+            }
+            ended => return ended,
+        }
+    }
+}
+
+/// The pause between two asks for the turn's result while the server
+/// cannot be reached.
+const RESULT_RETRY: Duration = Duration::from_secs(1);
 
 /// Asks the worker running `turn` to abort it: a record in the session's
 /// event log, which that worker follows.

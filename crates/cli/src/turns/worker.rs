@@ -184,12 +184,17 @@ impl WorkerTurns {
             }
         }
         if matches!(ended, Ended::Left) {
-            // Shutting the session down would abort the run and store the
-            // abort; the process exits in a moment instead, as after a
-            // crash, and the next worker resumes the turn from the session.
-            std::mem::forget(session);
-            std::mem::forget(writer);
-            bail!("the worker is shutting down; another worker goes on with the turn");
+            // As after a crash, but at once: the log is closed first, so
+            // stopping the run stores nothing (a held call stays pending,
+            // a running command is killed); the next try goes on from the
+            // session.
+            if let Err(e) = writer.close().await {
+                tracing::warn!(error = %e, "closing the session of a try that leaves");
+            }
+            session.shutdown().await;
+            bail!(
+                "this try stopped (the worker drains, or the server took the turn back); another goes on with the turn"
+            );
         }
         session.shutdown().await;
         writer.close().await.context("cannot save the session")?;

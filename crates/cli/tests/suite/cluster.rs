@@ -33,7 +33,7 @@ pub(crate) mod durable {
     /// One PostgreSQL database, one Temporal dev server, a keel home.
     pub(crate) struct Cluster {
         _pg: PostgresServer,
-        temporal: TemporalServer,
+        pub(crate) temporal: TemporalServer,
         pub(crate) url: String,
         pub(crate) home: TempDir,
         pub(crate) engine: ApprovalEngine,

@@ -366,4 +366,45 @@ mod on_workers {
         assert_eq!(roles, ["user"], "{body:#}");
         assert_eq!(mock.request_count(), 2);
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_temporal_server_killed_mid_turn_and_restarted_loses_nothing() {
+        let Some(HeldTurn {
+            mut c,
+            mock,
+            front,
+            id,
+            homes: _homes,
+            ws: _ws,
+            running: _running,
+            other: _other,
+        }) = held_turn(&[]).await
+        else {
+            return;
+        };
+        // Down for longer than the turn's heartbeat timeout: the server may
+        // give the turn to a new try when it is back, and the try that
+        // waited must then stop without running the call.
+        c.temporal.kill();
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        c.temporal.restart().unwrap();
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let types = event_types(&out.stdout);
+        let count = |t: &str| types.iter().filter(|x| *x == t).count();
+        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
+        assert!(
+            out.stdout.contains("\"text\":\"deployed\""),
+            "{}",
+            out.stdout
+        );
+        each_message_once(&mock);
+    }
 }
