@@ -32,7 +32,7 @@ pub(crate) mod durable {
 
     /// One PostgreSQL database, one Temporal dev server, a keel home.
     pub(crate) struct Cluster {
-        _pg: PostgresServer,
+        pub(crate) pg: PostgresServer,
         pub(crate) temporal: TemporalServer,
         pub(crate) url: String,
         pub(crate) home: TempDir,
@@ -61,7 +61,7 @@ pub(crate) mod durable {
                 .await
                 .unwrap();
             Some(Self {
-                _pg: pg,
+                pg,
                 temporal,
                 url,
                 home: tempfile::tempdir().unwrap(),

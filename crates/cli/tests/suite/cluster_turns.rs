@@ -407,4 +407,42 @@ mod on_workers {
         );
         each_message_once(&mock);
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn postgresql_restarted_mid_turn_loses_nothing() {
+        let Some(HeldTurn {
+            mut c,
+            mock,
+            front,
+            id,
+            homes: _homes,
+            ws: _ws,
+            running: _running,
+            other: _other,
+        }) = held_turn(&[]).await
+        else {
+            return;
+        };
+        // The database crashes while the call waits: the worker's wait, the
+        // front-end's follower and the event log reconnect by themselves.
+        c.pg.crash_and_restart().await;
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let types = event_types(&out.stdout);
+        let count = |t: &str| types.iter().filter(|x| *x == t).count();
+        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
+        assert!(
+            out.stdout.contains("\"text\":\"deployed\""),
+            "{}",
+            out.stdout
+        );
+        each_message_once(&mock);
+    }
 }
