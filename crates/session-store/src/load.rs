@@ -312,6 +312,41 @@ impl LoadedSession {
 }
 
 /// What reopening a loaded file for appending needs to know about it.
+impl SessionWriter {
+    /// Reads the session again from where it is kept and goes on after
+    /// its current end: for a writer whose session another process (a
+    /// worker) appended to meanwhile, which would otherwise refuse to
+    /// append ("changed since it was loaded"). Returns the entries as they
+    /// are now. Nothing of this writer's own may be queued unflushed that
+    /// the other process did not see: call it between the other process's
+    /// appends and this one's.
+    pub async fn reload(&self) -> Result<SessionTree> {
+        self.flush().await?;
+        let loaded = load(self.path()).await?;
+        let mut ids = loaded.index.to_set();
+        for id in loaded.skipped.keys() {
+            ids.insert(id);
+        }
+        let leaf = loaded.leaf_id.clone();
+        let path = self.path().to_path_buf();
+        let how = crate::files::Reopen {
+            expected_len: loaded.file_len,
+            keep_len: loaded.recovered_tail.then_some(loaded.valid_len),
+            needs_newline: loaded.needs_newline,
+        };
+        let open_path = path.clone();
+        let file = crate::blocking(&path, move || {
+            crate::files::reopen(&open_path, &how)
+                .map_err(|e| Error::io(&open_path, e))?
+                .ok_or(Error::Modified { path: open_path })
+        })
+        .await?;
+        let tree = loaded.tree();
+        self.swap(file, leaf, ids).await?;
+        Ok(tree)
+    }
+}
+
 struct Reopen {
     path: PathBuf,
     session_id: String,

@@ -36,6 +36,9 @@ enum Command {
     Flush(oneshot::Sender<Result<()>>),
     /// Like `Flush`, then stop.
     Close(oneshot::Sender<Result<()>>),
+    /// Like `Flush`, then go on in this file instead (it was reopened after
+    /// another process appended).
+    Swap(Sink, oneshot::Sender<Result<()>>),
 }
 
 /// The I/O error that killed a writer task, kept so every later call can
@@ -191,6 +194,24 @@ impl SessionWriter {
         rx.await.map_err(|_| self.dead_error())?
     }
 
+    /// Goes on in `file` (the same session reopened at its current end,
+    /// after another process appended to it) with `leaf` and `ids` as
+    /// that process left them; what was queued before is written first.
+    pub(crate) async fn swap(&self, file: Sink, leaf: Option<String>, ids: IdSet) -> Result<()> {
+        self.check_failure()?;
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Command::Swap(file, tx))
+            .await
+            .map_err(|_| self.dead_error())?;
+        rx.await.map_err(|_| self.dead_error())??;
+        let mut state = lock(&self.inner.state);
+        state.leaf = leaf;
+        state.ids = ids;
+        Ok(())
+    }
+
     /// Moves the leaf (branching): the next append's `parentId` is
     /// `entry_id`, which must name an entry of this session; `None` makes the
     /// next append a new root.
@@ -293,6 +314,7 @@ async fn run(
         };
         let mut waiters = Vec::new();
         let mut closing = None;
+        let mut swapping = None;
         let mut next = Some(first);
         while let Some(command) = next {
             match command {
@@ -302,6 +324,10 @@ async fn run(
                     closing = Some(tx);
                     break;
                 }
+                Command::Swap(sink, tx) => {
+                    swapping = Some((sink, tx));
+                    break;
+                }
             }
             if buf.len() >= WRITE_BATCH_BYTES {
                 break;
@@ -309,7 +335,8 @@ async fn run(
             next = rx.try_recv().ok();
         }
         let wrote = !buf.is_empty();
-        let sync = (!waiters.is_empty() || closing.is_some()) && (unsynced || wrote);
+        let sync =
+            (!waiters.is_empty() || closing.is_some() || swapping.is_some()) && (unsynced || wrote);
         let result = if sync || wrote {
             write_out(&mut file, &mut buf, sync).await
         } else {
@@ -325,6 +352,11 @@ async fn run(
                     let _ = tx.send(Ok(()));
                     return;
                 }
+                if let Some((sink, tx)) = swapping {
+                    file = Some(sink);
+                    unsynced = false;
+                    let _ = tx.send(Ok(()));
+                }
             }
             Err(err) => {
                 record_failure(&path, &failure, &err);
@@ -338,6 +370,9 @@ async fn run(
                     let _ = waiter.send(reply());
                 }
                 if let Some(tx) = closing {
+                    let _ = tx.send(reply());
+                }
+                if let Some((_, tx)) = swapping {
                     let _ = tx.send(reply());
                 }
                 return;

@@ -542,3 +542,31 @@ fn a_parent_cycle_does_not_hang_the_branch_walk() {
     let loaded = load_blocking(path).unwrap();
     assert!(loaded.branch().len() <= 3);
 }
+
+#[tokio::test]
+async fn a_writer_reloaded_after_another_appended_goes_on_after_it() {
+    let (_dir, store, cwd) = temp_store();
+    let mine = within(store.create(&cwd, None)).await.unwrap();
+    within(mine.append(msg(user("one")))).await.unwrap();
+    within(mine.flush()).await.unwrap();
+    // Another process (a worker) opens the session and appends.
+    let theirs = within(load(mine.path())).await.unwrap();
+    let theirs = within(theirs.into_writer()).await.unwrap();
+    let answer = within(theirs.append(msg(assistant("two")))).await.unwrap();
+    within(theirs.close()).await.unwrap();
+    // Without a reload this writer would chain after its own stale leaf
+    // (in the database its append would be refused).
+    let tree = within(mine.reload()).await.unwrap();
+    assert_eq!(tree.leaf(), Some(answer.id.as_str()));
+    let next = within(mine.append(msg(user("three")))).await.unwrap();
+    assert_eq!(next.parent_id.as_deref(), Some(answer.id.as_str()));
+    within(mine.close()).await.unwrap();
+    let texts: Vec<String> = within(load(mine.path()))
+        .await
+        .unwrap()
+        .messages()
+        .iter()
+        .map(text_of)
+        .collect();
+    assert_eq!(texts, ["one", "two", "three"]);
+}
