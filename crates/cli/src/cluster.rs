@@ -42,6 +42,35 @@ pub struct TemporalSection {
     pub address: Option<String>,
     pub namespace: Option<String>,
     pub task_queue: Option<String>,
+    /// `workers` (the default) or `here`: where front-ends run turns.
+    pub turns: Option<String>,
+}
+
+/// The environment variable that says where front-ends run turns.
+pub const TURNS_ENV: &str = "KEEL_TEMPORAL_TURNS";
+
+/// Whether front-ends keep running turns in their own process although a
+/// cluster is configured: `KEEL_TEMPORAL_TURNS`, else `[temporal] turns`;
+/// `workers` (the default) or `here`.
+pub fn turns_here(global: &GlobalArgs) -> anyhow::Result<bool> {
+    let home = home_dir(global)?;
+    let value = match std::env::var(TURNS_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(v) => v,
+        None => match load_file(&home.join("config.toml"))?.temporal.turns {
+            Some(v) => v,
+            None => return Ok(false),
+        },
+    };
+    match value.trim() {
+        "here" => Ok(true),
+        "workers" => Ok(false),
+        other => anyhow::bail!(
+            "[temporal] turns (or {TURNS_ENV}) is {other:?}: say \"workers\" or \"here\""
+        ),
+    }
 }
 
 /// Hands the command line's `--database` to every store this process
@@ -315,6 +344,7 @@ mod tests {
             address: Some("file:7233".to_owned()),
             namespace: Some("team".to_owned()),
             task_queue: None,
+            turns: None,
         };
         let env = Env {
             address: Some("env:7233".to_owned()),

@@ -140,6 +140,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         gate,
         sandbox,
         extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
+        elsewhere: None,
     });
     if let Some(servers) = &mcp {
         let handle = session.handle();
@@ -189,7 +190,11 @@ fn on_worker(
     global: &GlobalArgs,
     args: &ExecArgs,
 ) -> anyhow::Result<Option<keel_temporal::TemporalSettings>> {
-    if args.here || args.no_session || keel_session_store::database_in_use().is_none() {
+    if args.here
+        || args.no_session
+        || keel_session_store::database_in_use().is_none()
+        || crate::cluster::turns_here(global)?
+    {
         return Ok(None);
     }
     let settings = crate::cluster::temporal_settings(global)?;

@@ -120,7 +120,10 @@ pub async fn run(
     let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
     let servers = keel_mcp::workspace::servers_for(&home, &settings.file.mcp_servers, &cwd);
     let mcp = crate::setup::start_mcp(&servers, &cwd).await;
+    // With a cluster and the shared database, runs go to its workers.
+    let elsewhere = crate::turns::on_workers(global, model.model.clone()).await?;
     let factory = Arc::new(CliFactory {
+        elsewhere,
         gate: gate.clone(),
         store: SessionStore::for_home(&home),
         home,
@@ -216,6 +219,8 @@ struct CliFactory {
     current: std::sync::Mutex<Option<keel_core::SessionHandle>>,
     /// The approval gate every session of the process shares.
     gate: Arc<keel_core::EngineGate>,
+    /// Where sessions' runs run when not here (a cluster's workers).
+    elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>,
 }
 
 /// Keeps `handle`'s MCP tools those of `servers` when a server's tool
@@ -372,6 +377,7 @@ impl SessionFactory for CliFactory {
             gate: self.gate.clone(),
             sandbox: self.sandbox.clone(),
             extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
+            elsewhere: self.elsewhere.clone(),
         });
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
         if let Some(servers) = self.mcp() {

@@ -72,6 +72,8 @@ pub struct SessionSpec<'a> {
     pub sandbox: crate::config::SandboxSettings,
     /// Tools beside the built-ins (the MCP servers' tools).
     pub extra_tools: Vec<Arc<dyn keel_tools::Tool>>,
+    /// Where the session's runs run when not here (`crate::turns`).
+    pub elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -115,6 +117,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .retry(spec.retry)
         .compaction(spec.compaction)
         .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
+        .runs_elsewhere(spec.elsewhere)
         .spawn()
 }
 

@@ -17,10 +17,13 @@
 //! protocols.
 
 #[cfg(feature = "temporal")]
+pub mod frontend;
+#[cfg(feature = "temporal")]
 pub mod remote;
 #[cfg(feature = "temporal")]
 pub mod worker;
 
+use keel_core::keel_approvals::{PendingRequest, Resolution};
 use keel_protocol::{AgentEvent, Message};
 use keel_session_store::{EntryBody, SessionTree};
 use serde::{Deserialize, Serialize};
@@ -34,21 +37,66 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum LogRecord {
     /// A call of the turn waits for a decision.
-    ApprovalRequest {
-        #[serde(rename = "requestId")]
-        request_id: String,
-        title: String,
-        reason: String,
-    },
-    /// That wait ended (`approved`, `declined`, `expired`, `cancelled`).
+    ApprovalRequest { request: Box<PendingRequest> },
+    /// That wait ended.
     ApprovalResolved {
-        #[serde(rename = "requestId")]
-        request_id: String,
-        outcome: String,
+        request: Box<PendingRequest>,
+        resolution: Resolution,
     },
     /// A front-end asked to interrupt the turn (the row's `turn` says
     /// which).
     InterruptRequested,
+}
+
+/// Where the runs of the sessions a front-end opens go: a cluster's
+/// workers when Temporal and the shared database are configured and
+/// `[temporal] turns` (or `KEEL_TEMPORAL_TURNS`) does not say `here`;
+/// `None`: here. `model` is the model id to ask the workers for.
+pub async fn on_workers(
+    global: &crate::GlobalArgs,
+    model: Option<String>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn keel_core::RunsElsewhere>>> {
+    if keel_session_store::database_in_use().is_none() || crate::cluster::turns_here(global)? {
+        return Ok(None);
+    }
+    let Some(settings) = crate::cluster::temporal_settings(global)? else {
+        return Ok(None);
+    };
+    connect(&settings, model).await
+}
+
+#[cfg(feature = "temporal")]
+async fn connect(
+    settings: &keel_temporal::TemporalSettings,
+    model: Option<String>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn keel_core::RunsElsewhere>>> {
+    Ok(frontend::OnWorkers::connect(settings, model)
+        .await?
+        .map(|o| std::sync::Arc::new(o) as std::sync::Arc<dyn keel_core::RunsElsewhere>))
+}
+
+#[cfg(not(feature = "temporal"))]
+async fn connect(
+    settings: &keel_temporal::TemporalSettings,
+    _model: Option<String>,
+) -> anyhow::Result<Option<std::sync::Arc<dyn keel_core::RunsElsewhere>>> {
+    tracing::warn!(
+        address = %settings.address,
+        "turns run in this process: {}",
+        keel_temporal::NOT_BUILT
+    );
+    Ok(None)
+}
+
+/// A wait's end in one word (`approved`, `declined`, `expired`,
+/// `cancelled`).
+pub fn resolution_name(resolution: &Resolution) -> &'static str {
+    match resolution {
+        Resolution::Approved { .. } => "approved",
+        Resolution::Declined { .. } => "declined",
+        Resolution::Expired { .. } => "expired",
+        Resolution::Cancelled { .. } => "cancelled",
+    }
 }
 
 /// Whether the branch past `base_leaf` (the session's last entry when the

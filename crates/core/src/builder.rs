@@ -57,6 +57,7 @@ pub struct SessionBuilder {
     developer_instructions: Option<String>,
     sandbox: Arc<Sandbox>,
     home: PathBuf,
+    elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
 }
 
 impl SessionBuilder {
@@ -85,6 +86,7 @@ impl SessionBuilder {
             developer_instructions: None,
             sandbox,
             home: home.to_path_buf(),
+            elsewhere: None,
         }
     }
 
@@ -150,6 +152,16 @@ impl SessionBuilder {
         self
     }
 
+    /// Runs this session's runs elsewhere (a worker of a cluster) instead
+    /// of here; see `crate::elsewhere`.
+    pub fn runs_elsewhere(
+        mut self,
+        elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
+    ) -> Self {
+        self.elsewhere = elsewhere;
+        self
+    }
+
     pub fn compaction(mut self, compaction: CompactionSettings) -> Self {
         self.config.compaction = compaction;
         self
@@ -172,6 +184,7 @@ impl SessionBuilder {
             clock: Arc::new(SystemClock),
             log: self.log,
             sandbox: Some(self.sandbox),
+            elsewhere: self.elsewhere,
         };
         Session::spawn(config, deps)
     }

@@ -145,6 +145,22 @@ pub trait ApprovalGate: Send + Sync {
         let _ = session_id;
         Vec::new()
     }
+
+    /// The session's run, running elsewhere, holds `request` there:
+    /// announce it as a call held here would be (the decision is taken on
+    /// the shared store, where the run elsewhere waits on it).
+    async fn held_elsewhere(&self, request: &keel_approvals::PendingRequest) {
+        let _ = request;
+    }
+
+    /// The wait on `request` elsewhere ended.
+    async fn resolved_elsewhere(
+        &self,
+        request: &keel_approvals::PendingRequest,
+        resolution: &keel_approvals::Resolution,
+    ) {
+        let _ = (request, resolution);
+    }
 }
 
 /// The default gate: everything runs.
@@ -254,6 +270,14 @@ pub trait SessionLog: Send + Sync {
         let _ = entry_id;
         Ok(())
     }
+
+    /// Reads the log again after another process appended to it (a run
+    /// elsewhere, see `crate::elsewhere`) and goes on after its end;
+    /// returns the entries as they are now. `None`, the default: the log
+    /// keeps no entries to read.
+    async fn reload(&self) -> Result<Option<keel_session_store::SessionTree>> {
+        Ok(None)
+    }
 }
 
 #[async_trait::async_trait]
@@ -278,6 +302,12 @@ impl SessionLog for SessionWriter {
     async fn flush(&self) -> Result<()> {
         SessionWriter::flush(self)
             .await
+            .map_err(|e| Error::Log(e.to_string()))
+    }
+    async fn reload(&self) -> Result<Option<keel_session_store::SessionTree>> {
+        SessionWriter::reload(self)
+            .await
+            .map(Some)
             .map_err(|e| Error::Log(e.to_string()))
     }
 }

@@ -554,4 +554,12 @@ impl ApprovalGate for EngineGate {
             }
         }
     }
+
+    async fn held_elsewhere(&self, request: &PendingRequest) {
+        self.frontend().requested(request).await;
+    }
+
+    async fn resolved_elsewhere(&self, request: &PendingRequest, resolution: &Resolution) {
+        self.frontend().resolved(request, resolution).await;
+    }
 }

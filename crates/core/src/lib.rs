@@ -29,6 +29,7 @@ mod ctx;
 mod deps;
 mod drafts;
 mod durable;
+mod elsewhere;
 mod engine_gate;
 mod error;
 mod history;
@@ -59,6 +60,7 @@ pub use deps::{
 };
 pub use drafts::send_draft;
 pub use durable::{DurableWaits, set_durable_waits};
+pub use elsewhere::{RemoteEvents, RemoteRun, RunsElsewhere};
 pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, recover_from,
     workspace_key,

@@ -672,6 +672,10 @@ struct CurrentRun {
 /// turn leaves the notes for the next prompt (nothing may come between
 /// tool calls and their results).
 async fn start_run(ctx: RunCtx, start: Start, cancel: CancellationToken) {
+    if let Some(elsewhere) = ctx.deps.elsewhere.clone() {
+        crate::elsewhere::run(ctx, start, cancel, elsewhere).await;
+        return;
+    }
     if matches!(start, Start::Prompt(_)) {
         let session_id = lock(&ctx.shared).config.session_id.clone();
         let notes = ctx.deps.gate.take_notes(&session_id).await;

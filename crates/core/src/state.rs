@@ -29,6 +29,8 @@ pub struct SessionDeps {
     /// The walls of the session's commands and of keel's own writes for
     /// it (`None`: none; `process` must then confine nothing).
     pub sandbox: Option<Arc<keel_sandbox::Sandbox>>,
+    /// Where runs run when not here (`None`: here; see `crate::elsewhere`).
+    pub elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
 }
 
 /// State shared between the handle, the session task and a running run.

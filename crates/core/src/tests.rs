@@ -219,6 +219,7 @@ fn harness_with(
         clock: Arc::new(SystemClock),
         log: log.clone(),
         sandbox: None,
+        elsewhere: None,
     };
     Harness {
         session: Session::spawn(config, deps),

@@ -19,8 +19,10 @@ pub struct TurnInput {
     pub cwd: String,
     /// This turn (events carry it).
     pub turn_id: String,
-    /// The user's message.
-    pub prompt: String,
+    /// The user's message; `None` goes on with what the session holds (a
+    /// turn a crash cut off, a prompt the model never answered).
+    #[serde(default)]
+    pub prompt: Option<String>,
     /// The session's last entry when the turn was started: whether the
     /// prompt is already stored is read from what follows it.
     #[serde(default)]

@@ -24,7 +24,7 @@ use keel_session_store::{EventLog, SessionStore, StoredEvent};
 use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::LogRecord;
+use super::{LogRecord, resolution_name};
 use crate::GlobalArgs;
 use crate::exec::ExecArgs;
 use crate::render::Renderer;
@@ -46,7 +46,7 @@ pub async fn run(
         session_id: session_id.clone(),
         cwd: cwd.display().to_string(),
         turn_id: format!("turn-{}-{after}", std::process::id()),
-        prompt,
+        prompt: Some(prompt),
         base_leaf,
         log_from: after,
         model: args.model.model.clone(),
@@ -154,7 +154,7 @@ async fn follow(
 
 /// How the turn ended, asking again while the server cannot be reached
 /// (a restarting cluster loses nothing; the turn goes on meanwhile).
-async fn outcome_of(
+pub(super) async fn outcome_of(
     client: &TemporalClient,
     session_id: &str,
 ) -> keel_temporal::Result<TurnOutcome> {
@@ -179,7 +179,7 @@ const RESULT_RETRY: Duration = Duration::from_secs(1);
 
 /// Asks the worker running `turn` to abort it: a record in the session's
 /// event log, which that worker follows.
-async fn interrupt(log: &EventLog, turn: &TurnInput) {
+pub(super) async fn interrupt(log: &EventLog, turn: &TurnInput) {
     let record = match serde_json::to_string(&LogRecord::InterruptRequested) {
         Ok(record) => record,
         Err(e) => {
@@ -204,15 +204,16 @@ fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
             println!("{}", stored.event);
         }
         match record {
-            LogRecord::ApprovalRequest {
-                request_id, title, ..
-            } => eprintln!(
-                "keel: held for approval: {title}; decide with `keel approvals approve {request_id}` (or decline)"
+            LogRecord::ApprovalRequest { request } => eprintln!(
+                "keel: held for approval: {}; decide with `keel approvals approve {}` (or decline)",
+                request.title, request.id
             ),
             LogRecord::ApprovalResolved {
-                request_id,
-                outcome,
-            } => eprintln!("keel: {request_id}: {outcome}"),
+                request,
+                resolution,
+            } => {
+                eprintln!("keel: {}: {}", request.id, resolution_name(&resolution));
+            }
             LogRecord::InterruptRequested => {}
         }
         return;

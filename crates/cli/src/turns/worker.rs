@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use futures::FutureExt;
-use keel_core::keel_approvals::{ApprovalEngine, Mode, PendingRequest, Resolution, Status};
+use keel_core::keel_approvals::{ApprovalEngine, Mode, PendingRequest, Resolution};
 use keel_core::{ApprovalFrontend, Session};
 use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
 use keel_session_store::{EventLog, SessionStore};
@@ -145,7 +145,9 @@ impl WorkerTurns {
         };
         let (mut session, writer, engine) = self.open(turn, &cwd, &sink).await?;
         self.close_dead_try(&mut sink, engine.as_ref()).await?;
-        let prompt_done = prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
+        // No prompt: the turn goes on with what the session holds.
+        let prompt_done = turn.prompt.is_none()
+            || prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
         let handle = session.handle();
         let mut ended = Ended::Done;
         // Both tasks below end when the try does (the guards cancel them).
@@ -174,9 +176,9 @@ impl WorkerTurns {
             ended = driving.drive(&mut session).await?;
         }
         if matches!(ended, Ended::Done) {
-            if !prompt_done {
+            if let (false, Some(prompt)) = (prompt_done, &turn.prompt) {
                 session
-                    .submit(Op::Prompt(UserInput::text(turn.prompt.clone())))
+                    .submit(Op::Prompt(UserInput::text(prompt.clone())))
                     .await?;
                 ended = driving.drive(&mut session).await?;
             } else if !resumed && handle.answer_pending().await? {
@@ -256,16 +258,16 @@ impl WorkerTurns {
     ) -> anyhow::Result<()> {
         let mut after = 0;
         let mut stored = Vec::new();
-        let mut waits: Vec<String> = Vec::new();
+        let mut waits: Vec<PendingRequest> = Vec::new();
         loop {
             let batch = self.log.after(&sink.session_id, after).await?;
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for e in batch.into_iter().filter(|e| e.turn == sink.turn_id) {
                 match serde_json::from_str::<LogRecord>(&e.event) {
-                    Ok(LogRecord::ApprovalRequest { request_id, .. }) => waits.push(request_id),
-                    Ok(LogRecord::ApprovalResolved { request_id, .. }) => {
-                        waits.retain(|w| *w != request_id);
+                    Ok(LogRecord::ApprovalRequest { request }) => waits.push(*request),
+                    Ok(LogRecord::ApprovalResolved { request, .. }) => {
+                        waits.retain(|w| w.id != request.id);
                     }
                     Ok(LogRecord::InterruptRequested) => {}
                     Err(_) => stored.extend(serde_json::from_str::<AgentEvent>(&e.event).ok()),
@@ -278,13 +280,13 @@ impl WorkerTurns {
             sink.events(&closing).await?;
         }
         let Some(engine) = engine else { return Ok(()) };
-        waits.dedup();
-        for request_id in waits {
-            let status = engine.request(&request_id).await?.status;
-            if status != Status::Pending {
+        waits.dedup_by(|a, b| a.id == b.id);
+        for request in waits {
+            let row = engine.request(&request.id).await?;
+            if let Some(resolution) = Resolution::from_record(&row) {
                 let record = LogRecord::ApprovalResolved {
-                    request_id,
-                    outcome: status.as_str().to_owned(),
+                    request: Box::new(request),
+                    resolution,
                 };
                 sink.append(&[serde_json::to_string(&record)?]).await?;
             }
@@ -351,6 +353,7 @@ impl WorkerTurns {
             gate,
             sandbox,
             extra_tools: Vec::new(),
+            elsewhere: None,
         });
         Ok((session, writer, engine))
     }
@@ -456,27 +459,16 @@ impl LogFrontend {
 impl ApprovalFrontend for LogFrontend {
     async fn requested(&self, request: &PendingRequest) {
         self.record(LogRecord::ApprovalRequest {
-            request_id: request.id.clone(),
-            title: request.title.clone(),
-            reason: request.reason.clone(),
+            request: Box::new(request.clone()),
         })
         .await;
     }
 
     async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
         self.record(LogRecord::ApprovalResolved {
-            request_id: request.id.clone(),
-            outcome: resolution_name(resolution).to_owned(),
+            request: Box::new(request.clone()),
+            resolution: resolution.clone(),
         })
         .await;
-    }
-}
-
-fn resolution_name(resolution: &Resolution) -> &'static str {
-    match resolution {
-        Resolution::Approved { .. } => "approved",
-        Resolution::Declined { .. } => "declined",
-        Resolution::Expired { .. } => "expired",
-        Resolution::Cancelled { .. } => "cancelled",
     }
 }

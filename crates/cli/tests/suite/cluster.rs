@@ -184,14 +184,20 @@ pub(crate) mod durable {
         )
         .unwrap();
         let base_url = mock.base_url();
-        Rpc::start(c.keel().env("RUST_LOG", "keel=debug").args([
-            "--mode",
-            "rpc",
-            "--base-url",
-            &base_url,
-            "--model",
-            "mock-model",
-        ]))
+        // The turn runs here; its held calls wait on Temporal too.
+        Rpc::start(
+            c.keel()
+                .env("RUST_LOG", "keel=debug")
+                .env("KEEL_TEMPORAL_TURNS", "here")
+                .args([
+                    "--mode",
+                    "rpc",
+                    "--base-url",
+                    &base_url,
+                    "--model",
+                    "mock-model",
+                ]),
+        )
         .await
     }
 
@@ -315,6 +321,7 @@ pub(crate) mod durable {
         let base_url = mock.base_url();
         let front_end = |home: &std::path::Path, extra: &[&str]| {
             c.keel_at(home, ws.path())
+                .env("KEEL_TEMPORAL_TURNS", "here")
                 .args(["--mode", "rpc", "--base-url", &base_url])
                 .args(["--model", "mock-model"])
                 .args(extra.iter().copied())

@@ -15,6 +15,8 @@ mod on_workers {
     use serde_json::Value;
 
     use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
+    use crate::suite::rpc::Rpc;
+    use serde_json::json;
 
     /// `keel worker` in a home of its own (a machine of its own), running
     /// turns on the mock model, once it polls.
@@ -292,7 +294,7 @@ mod on_workers {
             out.stdout
         );
         assert!(
-            out.stdout.contains("\"outcome\":\"cancelled\""),
+            out.stdout.contains("\"status\":\"cancelled\""),
             "{}",
             out.stdout
         );
@@ -444,5 +446,125 @@ mod on_workers {
             out.stdout
         );
         each_message_once(&mock);
+    }
+
+    /// `keel --mode rpc` on the cluster from a home of its own, in `ws`,
+    /// its runs going to the workers.
+    async fn rpc_front_end(
+        c: &Cluster,
+        mock: &MockModelServer,
+        home: &std::path::Path,
+        ws: &std::path::Path,
+        extra: &[&str],
+    ) -> Rpc {
+        let base_url = mock.base_url();
+        Rpc::start(
+            c.keel_at(home, ws)
+                .env("RUST_LOG", "keel=info")
+                .args(["--mode", "rpc", "--base-url", &base_url])
+                .args(["--model", "mock-model"])
+                .args(extra.iter().copied()),
+        )
+        .await
+    }
+
+    fn roles(messages: &Value) -> Vec<String> {
+        messages["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["role"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rpc_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "r1");
+        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+
+        // Front-end A: the host sees the held call as a call held here.
+        let mut a = rpc_front_end(&c, &mock, homes[2].path(), ws.path(), &[]).await;
+        a.send(json!({"type": "prompt", "message": "deploy"})).await;
+        let request = a.approval_request().await;
+        let id = request["id"].as_str().unwrap().to_owned();
+        assert_eq!(request["toolCallId"], "r1");
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        // The worker dies with the call waiting; a third process decides.
+        kill9(running).await;
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        a.tool_end("r1").await;
+        let end = a.event("agent_end").await;
+        assert!(end["messages"].to_string().contains("deployed"), "{end}");
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        // Every event once, in order: one tool run, one answer.
+        let types = a.event_types();
+        let count = |t: &str| types.iter().filter(|x| **x == t).count();
+        assert_eq!(count("tool_execution_end"), 1, "{types:?}");
+        // user, call, result, answer; the host sees one run.
+        assert_eq!(count("message_end"), 4, "{types:?}");
+        assert_eq!(count("agent_start"), 1, "{types:?}");
+        assert_eq!(count("agent_end"), 1, "{types:?}");
+        each_message_once(&mock);
+
+        // A reads the session as the worker left it, and goes on in it.
+        let state = a.ok(json!({"type": "get_state"})).await;
+        let session_id = state["sessionId"].as_str().unwrap().to_owned();
+        let messages = a.ok(json!({"type": "get_messages"})).await;
+        assert_eq!(
+            roles(&messages),
+            ["user", "assistant", "toolResult", "assistant"]
+        );
+        mock.push_all([MockResponse::text("second answer")]);
+        a.send(json!({"type": "prompt", "message": "and now?"}))
+            .await;
+        let end = a.event("agent_end").await;
+        assert!(
+            end["messages"].to_string().contains("second answer"),
+            "{end}"
+        );
+        let (out, _) = a.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+
+        // Front-end B, on another machine, sees the whole thread.
+        let mut b = rpc_front_end(
+            &c,
+            &mock,
+            homes[3].path(),
+            ws.path(),
+            &["--session", &session_id],
+        )
+        .await;
+        let messages = b.ok(json!({"type": "get_messages"})).await;
+        assert_eq!(
+            roles(&messages),
+            [
+                "user",
+                "assistant",
+                "toolResult",
+                "assistant",
+                "user",
+                "assistant"
+            ]
+        );
+        let (out, _) = b.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
 }

@@ -54,6 +54,7 @@ fn retrying(scripts: Vec<Script>, clock: Arc<TestClock>, policy: RetryPolicy) ->
         clock,
         log: log.clone(),
         sandbox: None,
+        elsewhere: None,
     };
     Harness {
         session: Session::spawn(config, deps),

@@ -1,0 +1,121 @@
+//! Front-ends whose sessions run their runs on workers: `keel --mode rpc`
+//! (and any front-end that opens sessions through `crate::setup`) with a
+//! Temporal cluster and the shared database.
+//!
+//! Owns [`OnWorkers`], the [`RunsElsewhere`] of such sessions: a run
+//! starts the turn's workflow, the run's events come back from the
+//! session's event log (every event once, in order; the records of a held
+//! call become the session's own `approval_request`/`approval_resolved`
+//! through the gate's front end, so a host decides it as it would decide
+//! a call held here), and an abort goes into the log as an interrupt. The
+//! core session does the rest (see `keel_core`'s `elsewhere`). It must
+//! not know the wire protocols.
+
+use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere};
+use keel_protocol::AgentEvent;
+use keel_session_store::EventLog;
+use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
+
+use super::LogRecord;
+use super::remote::{interrupt, outcome_of};
+
+/// Runs sessions' runs on the cluster's workers; see the module docs.
+pub struct OnWorkers {
+    client: TemporalClient,
+    log: EventLog,
+    /// The model id to ask the workers for (`None`: theirs).
+    model: Option<String>,
+}
+
+impl OnWorkers {
+    /// `None` when sessions are not in the shared database.
+    pub async fn connect(
+        settings: &TemporalSettings,
+        model: Option<String>,
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(log) = EventLog::shared() else {
+            return Ok(None);
+        };
+        let client =
+            TemporalClient::connect(settings, &crate::cluster::identity("front-end")).await?;
+        Ok(Some(Self { client, log, model }))
+    }
+}
+
+#[async_trait::async_trait]
+impl RunsElsewhere for OnWorkers {
+    async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String> {
+        let after = self
+            .log
+            .last_seq(&run.session_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let turn = TurnInput {
+            session_id: run.session_id.clone(),
+            cwd: run.cwd.display().to_string(),
+            turn_id: format!("turn-{}-{after}", std::process::id()),
+            prompt: run.prompt,
+            base_leaf: run.base_leaf,
+            log_from: after,
+            model: self.model.clone(),
+            approval_mode: None,
+        };
+        self.client
+            .start_turn(&turn)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(session = %turn.session_id, "the run goes to a worker");
+        let mut follower = self.log.follow(&turn.session_id, after);
+        let result = {
+            let (client, session_id) = (self.client.clone(), turn.session_id.clone());
+            tokio::spawn(async move { outcome_of(&client, &session_id).await })
+        };
+        let mut result = std::pin::pin!(result);
+        let mut outcome: Option<TurnOutcome> = None;
+        let mut seen = after;
+        let mut interrupted = false;
+        loop {
+            if let Some(o) = &outcome
+                && seen >= o.last_seq
+            {
+                return Ok(());
+            }
+            tokio::select! {
+                stored = follower.recv() => {
+                    let Some(stored) = stored else {
+                        return Err("the session's event log stopped".to_owned());
+                    };
+                    seen = stored.seq;
+                    relay(events, &stored.event).await;
+                }
+                ended = &mut result, if outcome.is_none() => {
+                    let ended = ended.map_err(|e| e.to_string())?;
+                    outcome = Some(ended.map_err(|e| e.to_string())?);
+                }
+                () = run.interrupt.cancelled(), if !interrupted => {
+                    interrupted = true;
+                    interrupt(&self.log, &turn).await;
+                }
+            }
+        }
+    }
+}
+
+/// One stored event, sent on as what it is.
+async fn relay(events: &dyn RemoteEvents, text: &str) {
+    if let Ok(record) = serde_json::from_str::<LogRecord>(text) {
+        match record {
+            LogRecord::ApprovalRequest { request } => events.approval_requested(&request).await,
+            LogRecord::ApprovalResolved {
+                request,
+                resolution,
+            } => events.approval_resolved(&request, &resolution).await,
+            LogRecord::InterruptRequested => {}
+        }
+        return;
+    }
+    match serde_json::from_str::<AgentEvent>(text) {
+        Ok(event) => events.event(event).await,
+        Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
+    }
+}

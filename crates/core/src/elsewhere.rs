@@ -1,0 +1,243 @@
+//! Runs that run somewhere else: a front-end whose turns a worker runs.
+//!
+//! Owns the [`RunsElsewhere`] seam and the run that uses it. A session
+//! given one (`SessionBuilder::runs_elsewhere`) keeps everything a
+//! front-end asks of it here (its state, its tree, the queues, the getters,
+//! the approval front end) but hands each run's start to the seam: the
+//! seam runs it elsewhere and feeds back the run's events, in order, and
+//! the calls the run holds there (a try that died there and the one that
+//! went on are one run here: the `agent_end` and `agent_start` between
+//! them are not passed on). When the run has ended there, the
+//! session reads its log again (the other side appended to it) and ends
+//! the run here as an in-process run ends: `running` cleared, the run's
+//! last `agent_end`, `agent_settled`. Messages queued meanwhile (steering,
+//! follow-ups) start the next run elsewhere, one user message each. A run
+//! that could not be started there ends here at once with a failed
+//! assistant message that says why. It must not know where "elsewhere"
+//! is or how it is reached.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use keel_approvals::{PendingRequest, Resolution};
+use keel_protocol::{AgentEvent, AssistantMessage, Message, StopReason};
+use tokio_util::sync::CancellationToken;
+
+use crate::ctx::RunCtx;
+use crate::run::Start;
+use crate::state::lock;
+
+/// One run to start elsewhere.
+#[derive(Debug, Clone)]
+pub struct RemoteRun {
+    pub session_id: String,
+    pub cwd: PathBuf,
+    /// The user's message; `None` resumes what the session holds (a turn a
+    /// crash cut off).
+    pub prompt: Option<String>,
+    /// The session's last entry when the run starts.
+    pub base_leaf: Option<String>,
+    /// Fires when the user aborts the run here.
+    pub interrupt: CancellationToken,
+}
+
+/// What the run elsewhere sends back.
+#[async_trait::async_trait]
+pub trait RemoteEvents: Send + Sync {
+    /// The run's next event.
+    async fn event(&self, event: AgentEvent);
+    /// The run holds a call there: announce it as if it were held here.
+    async fn approval_requested(&self, request: &PendingRequest);
+    /// That wait ended there.
+    async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution);
+}
+
+/// Runs a session's runs somewhere else; see the module docs.
+#[async_trait::async_trait]
+pub trait RunsElsewhere: Send + Sync {
+    /// Starts `run` elsewhere and feeds its events to `events` until it has
+    /// ended there. An error means the run did not (fully) happen there:
+    /// the text says why, for the user.
+    async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String>;
+}
+
+/// The events of a run elsewhere, sent on as this session's; the last
+/// `agent_end` is held back until the run has ended (see the module docs).
+struct Relay<'a> {
+    ctx: &'a RunCtx,
+    held_end: Mutex<Option<AgentEvent>>,
+    started: Mutex<bool>,
+}
+
+#[async_trait::async_trait]
+impl RemoteEvents for Relay<'_> {
+    async fn event(&self, event: AgentEvent) {
+        let earlier = self
+            .held_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match (earlier, event) {
+            // A try that died elsewhere ended its run and the next try
+            // starts another: here it is one run, as the user asked for one.
+            (Some(_), AgentEvent::AgentStart) => {}
+            (earlier, event) => {
+                if let Some(end) = earlier {
+                    self.ctx.emit(end).await;
+                }
+                match event {
+                    AgentEvent::AgentEnd { .. } => {
+                        *self.held_end.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
+                    }
+                    // Said here once the run has ended here.
+                    AgentEvent::AgentSettled => {}
+                    other => {
+                        if matches!(other, AgentEvent::AgentStart) {
+                            *self.started.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                        }
+                        self.ctx.emit(other).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn approval_requested(&self, request: &PendingRequest) {
+        self.ctx.deps.gate.held_elsewhere(request).await;
+    }
+
+    async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution) {
+        self.ctx
+            .deps
+            .gate
+            .resolved_elsewhere(request, resolution)
+            .await;
+    }
+}
+
+/// Runs `start` elsewhere, then each message queued meanwhile.
+pub(crate) async fn run(
+    ctx: RunCtx,
+    start: Start,
+    cancel: CancellationToken,
+    elsewhere: Arc<dyn RunsElsewhere>,
+) {
+    let mut prompt = match start {
+        Start::Prompt(input) => Some(input.message),
+        Start::Resume => None,
+    };
+    loop {
+        ctx.flush_log().await;
+        let run = {
+            let s = lock(&ctx.shared);
+            RemoteRun {
+                session_id: s.config.session_id.clone(),
+                cwd: s.config.cwd.clone(),
+                prompt: prompt.take(),
+                base_leaf: s.tree.leaf().map(str::to_owned),
+                interrupt: cancel.clone(),
+            }
+        };
+        let relay = Relay {
+            ctx: &ctx,
+            held_end: Mutex::new(None),
+            started: Mutex::new(false),
+        };
+        let ran = elsewhere.run(run, &relay).await;
+        reload(&ctx).await;
+        let end = relay
+            .held_end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let started = *relay.started.lock().unwrap_or_else(|e| e.into_inner());
+        let end = match (ran, end) {
+            (Ok(()), Some(end)) => end,
+            (ran, end) => {
+                let reason = ran
+                    .err()
+                    .unwrap_or_else(|| "the run elsewhere ended without finishing".to_owned());
+                tracing::warn!(error = %reason, "a run elsewhere failed");
+                if let Some(end) = end {
+                    ctx.emit(end).await;
+                }
+                if !started {
+                    ctx.emit(AgentEvent::AgentStart).await;
+                }
+                let failed = failed_message(&ctx, reason);
+                ctx.emit(AgentEvent::MessageStart {
+                    message: failed.clone(),
+                })
+                .await;
+                ctx.emit(AgentEvent::MessageEnd {
+                    message: failed.clone(),
+                })
+                .await;
+                AgentEvent::AgentEnd {
+                    messages: vec![failed],
+                }
+            }
+        };
+        // What was queued meanwhile goes next, one message per run,
+        // unless the user aborted.
+        let next = {
+            let mut s = lock(&ctx.shared);
+            let next = if cancel.is_cancelled() {
+                None
+            } else {
+                s.queues
+                    .steering
+                    .pop_front()
+                    .or_else(|| s.queues.follow_up.pop_front())
+            };
+            if next.is_none() {
+                s.running = false;
+            }
+            next
+        };
+        ctx.emit(end).await;
+        let Some(next) = next else {
+            ctx.emit(AgentEvent::AgentSettled).await;
+            return;
+        };
+        let (steering, follow_up) = lock(&ctx.shared).queues.snapshot();
+        ctx.emit(AgentEvent::QueueUpdate {
+            steering,
+            follow_up,
+        })
+        .await;
+        prompt = Some(next.message);
+    }
+}
+
+/// The session's tree as the log holds it now.
+async fn reload(ctx: &RunCtx) {
+    match ctx.deps.log.reload().await {
+        Ok(Some(tree)) => {
+            let mut s = lock(&ctx.shared);
+            s.tree = tree;
+            s.context = crate::context::ModelContext::from_tree();
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read the session again after a run elsewhere")
+        }
+    }
+}
+
+/// The assistant message of a run that could not run elsewhere.
+fn failed_message(ctx: &RunCtx, reason: String) -> Message {
+    let model = lock(&ctx.shared).config.model.clone();
+    Message::Assistant(AssistantMessage {
+        content: Vec::new(),
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        usage: Default::default(),
+        stop_reason: StopReason::Error,
+        error_message: Some(reason),
+        error_kind: None,
+        timestamp: ctx.deps.clock.now_ms(),
+        response_id: None,
+    })
+}
