@@ -88,6 +88,9 @@ pub struct Runtime {
     /// The MCP servers whose tools every thread gets (replaced by
     /// `config/mcpServer/reload`).
     mcp: std::sync::RwLock<Option<Arc<keel_mcp::McpServers>>>,
+    /// Where threads' turns run when not here (a cluster's workers; see
+    /// `keel_core`'s `RunsElsewhere`); `None`: here.
+    elsewhere: std::sync::RwLock<Option<Arc<dyn keel_core::RunsElsewhere>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,6 +129,7 @@ impl Runtime {
             shutdown: CancellationToken::new(),
             sandbox,
             mcp: std::sync::RwLock::new(None),
+            elsewhere: std::sync::RwLock::new(None),
         });
         runtime
             .gate
@@ -195,6 +199,19 @@ impl Runtime {
             &mut *self.mcp.write().unwrap_or_else(|e| e.into_inner()),
             servers,
         )
+    }
+
+    /// Sends the turns of threads opened from now on elsewhere.
+    pub fn set_runs_elsewhere(&self, elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>) {
+        *self.elsewhere.write().unwrap_or_else(|e| e.into_inner()) = elsewhere;
+    }
+
+    /// Where threads' turns run when not here.
+    pub fn runs_elsewhere(&self) -> Option<Arc<dyn keel_core::RunsElsewhere>> {
+        self.elsewhere
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn thread(&self, id: &str) -> Option<Arc<LoadedThread>> {

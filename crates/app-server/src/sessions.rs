@@ -172,6 +172,7 @@ async fn spawn_thread(
         own_mcp.as_ref(),
     ))
     .sandbox(policy.clone(), runtime.config.allow_unconfined)
+    .runs_elsewhere(runtime.runs_elsewhere())
     .spawn();
     session.restore_name(name.clone());
     let (handle, events, task) = session.split();

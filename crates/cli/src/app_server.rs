@@ -201,6 +201,8 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
         keel_app_server::approvals::frontend,
     );
     runtime.set_mcp(mcp);
+    // With a cluster and the shared database, turns run on its workers.
+    runtime.set_runs_elsewhere(crate::turns::on_workers(global, None).await?);
     let servers = runtime.clone();
     match listen {
         Listen::Stdio => {

@@ -36,8 +36,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum LogRecord {
-    /// A call of the turn waits for a decision.
-    ApprovalRequest { request: Box<PendingRequest> },
+    /// A call of the turn waits for a decision; `args` are the call's.
+    ApprovalRequest {
+        request: Box<PendingRequest>,
+        #[serde(default)]
+        args: serde_json::Value,
+    },
     /// That wait ended.
     ApprovalResolved {
         request: Box<PendingRequest>,

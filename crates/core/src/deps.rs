@@ -149,8 +149,8 @@ pub trait ApprovalGate: Send + Sync {
     /// The session's run, running elsewhere, holds `request` there:
     /// announce it as a call held here would be (the decision is taken on
     /// the shared store, where the run elsewhere waits on it).
-    async fn held_elsewhere(&self, request: &keel_approvals::PendingRequest) {
-        let _ = request;
+    async fn held_elsewhere(&self, request: &keel_approvals::PendingRequest, call: &ToolCallInfo) {
+        let _ = (request, call);
     }
 
     /// The wait on `request` elsewhere ended.

@@ -46,8 +46,9 @@ pub struct RemoteRun {
 pub trait RemoteEvents: Send + Sync {
     /// The run's next event.
     async fn event(&self, event: AgentEvent);
-    /// The run holds a call there: announce it as if it were held here.
-    async fn approval_requested(&self, request: &PendingRequest);
+    /// The run holds a call there (its arguments `args`): announce it as
+    /// if it were held here.
+    async fn approval_requested(&self, request: &PendingRequest, args: &serde_json::Value);
     /// That wait ended there.
     async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution);
 }
@@ -102,8 +103,17 @@ impl RemoteEvents for Relay<'_> {
         }
     }
 
-    async fn approval_requested(&self, request: &PendingRequest) {
-        self.ctx.deps.gate.held_elsewhere(request).await;
+    async fn approval_requested(&self, request: &PendingRequest, args: &serde_json::Value) {
+        let call = crate::deps::ToolCallInfo {
+            session_id: request.session_id.clone(),
+            call_id: request.call_id.clone(),
+            tool_name: request.tool.clone(),
+            args: args.clone(),
+            cwd: lock(&self.ctx.shared).config.cwd.clone(),
+            write_target: None,
+            hints: None,
+        };
+        self.ctx.deps.gate.held_elsewhere(request, &call).await;
     }
 
     async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution) {

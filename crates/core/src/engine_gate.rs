@@ -132,6 +132,9 @@ pub struct EngineGate {
     frontend: RwLock<Arc<dyn ApprovalFrontend>>,
     /// Nudges a person when a call is held (`[approvals.notify]`).
     notifier: RwLock<Option<Arc<crate::notify::Notifier>>>,
+    /// What the front end holds for each call held by a run elsewhere,
+    /// by request id, until that wait ends.
+    elsewhere: std::sync::Mutex<std::collections::HashMap<String, WaitGuard>>,
 }
 
 /// A held request is nudged about when it was stored this recently (a
@@ -160,6 +163,7 @@ impl EngineGate {
             workspace,
             frontend: RwLock::new(Arc::new(LogFrontend)),
             notifier: RwLock::new(None),
+            elsewhere: Default::default(),
         }
     }
 
@@ -555,11 +559,21 @@ impl ApprovalGate for EngineGate {
         }
     }
 
-    async fn held_elsewhere(&self, request: &PendingRequest) {
-        self.frontend().requested(request).await;
+    async fn held_elsewhere(&self, request: &PendingRequest, call: &ToolCallInfo) {
+        let guard = self.frontend().held(request, call).await;
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(request.id.clone(), guard);
     }
 
     async fn resolved_elsewhere(&self, request: &PendingRequest, resolution: &Resolution) {
+        let guard = self
+            .elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&request.id);
+        drop(guard);
         self.frontend().resolved(request, resolution).await;
     }
 }

@@ -105,7 +105,9 @@ impl RunsElsewhere for OnWorkers {
 async fn relay(events: &dyn RemoteEvents, text: &str) {
     if let Ok(record) = serde_json::from_str::<LogRecord>(text) {
         match record {
-            LogRecord::ApprovalRequest { request } => events.approval_requested(&request).await,
+            LogRecord::ApprovalRequest { request, args } => {
+                events.approval_requested(&request, &args).await;
+            }
             LogRecord::ApprovalResolved {
                 request,
                 resolution,

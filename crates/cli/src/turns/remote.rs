@@ -204,7 +204,7 @@ fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
             println!("{}", stored.event);
         }
         match record {
-            LogRecord::ApprovalRequest { request } => eprintln!(
+            LogRecord::ApprovalRequest { request, .. } => eprintln!(
                 "keel: held for approval: {}; decide with `keel approvals approve {}` (or decline)",
                 request.title, request.id
             ),

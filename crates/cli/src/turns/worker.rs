@@ -28,7 +28,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use futures::FutureExt;
 use keel_core::keel_approvals::{ApprovalEngine, Mode, PendingRequest, Resolution};
-use keel_core::{ApprovalFrontend, Session};
+use keel_core::{ApprovalFrontend, Session, ToolCallInfo, WaitGuard};
 use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
 use keel_session_store::{EventLog, SessionStore};
 use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
@@ -265,7 +265,7 @@ impl WorkerTurns {
             after = last.seq;
             for e in batch.into_iter().filter(|e| e.turn == sink.turn_id) {
                 match serde_json::from_str::<LogRecord>(&e.event) {
-                    Ok(LogRecord::ApprovalRequest { request }) => waits.push(*request),
+                    Ok(LogRecord::ApprovalRequest { request, .. }) => waits.push(*request),
                     Ok(LogRecord::ApprovalResolved { request, .. }) => {
                         waits.retain(|w| w.id != request.id);
                     }
@@ -460,8 +460,18 @@ impl ApprovalFrontend for LogFrontend {
     async fn requested(&self, request: &PendingRequest) {
         self.record(LogRecord::ApprovalRequest {
             request: Box::new(request.clone()),
+            args: serde_json::Value::Null,
         })
         .await;
+    }
+
+    async fn held(&self, request: &PendingRequest, call: &ToolCallInfo) -> WaitGuard {
+        self.record(LogRecord::ApprovalRequest {
+            request: Box::new(request.clone()),
+            args: call.args.clone(),
+        })
+        .await;
+        Box::new(())
     }
 
     async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {

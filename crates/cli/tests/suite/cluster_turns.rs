@@ -14,6 +14,7 @@ mod on_workers {
     use keel_test_support::{KeelChild, KeelCommand, MockModelServer, MockResponse};
     use serde_json::Value;
 
+    use crate::suite::app_server::AppServer;
     use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
     use crate::suite::rpc::Rpc;
     use serde_json::json;
@@ -566,5 +567,85 @@ mod on_workers {
         );
         let (out, _) = b.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    }
+
+    /// `keel app-server` on the cluster from a home of its own, handshake
+    /// done.
+    async fn app_server_front_end(
+        c: &Cluster,
+        mock: &MockModelServer,
+        home: &std::path::Path,
+        ws: &std::path::Path,
+    ) -> AppServer {
+        let base_url = mock.base_url();
+        let mut s = AppServer::start(
+            c.keel_at(home, ws)
+                .env("RUST_LOG", "keel=info")
+                .args(["app-server", "--base-url", &base_url])
+                .args(["--model", "mock-model"]),
+        )
+        .await;
+        s.initialize(false).await;
+        s
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn app_server_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "p1");
+        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+
+        let mut a = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
+        let thread = a.start_thread(ws.path(), "on-request").await;
+        let turn = a.start_turn(&thread, "deploy").await;
+        let request = a.server_request().await;
+        assert_eq!(request["method"], "item/commandExecution/requestApproval");
+        assert_eq!(request["params"]["itemId"], "p1");
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        // The worker dies with the call waiting; the client approves it in
+        // the front-end, and the other worker finishes the turn.
+        kill9(running).await;
+        a.send(json!({"id": request["id"].clone(), "result": {"decision": "accept"}}))
+            .await;
+        let completed = a.finish_turn(&turn, "accept").await;
+        assert_eq!(completed["status"], "completed", "{completed:#}");
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        let commands: Vec<Value> = a
+            .seen("item/completed")
+            .into_iter()
+            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
+            .collect();
+        assert_eq!(commands.len(), 1, "{commands:#?}");
+        assert_eq!(a.seen("turn/started").len(), 1);
+        each_message_once(&mock);
+        a.close().await;
+
+        // Front-end B, on another machine, lists and reads the thread.
+        let mut b = app_server_front_end(&c, &mock, homes[3].path(), ws.path()).await;
+        let list = b.ok("thread/list", json!({})).await;
+        assert_eq!(list["data"][0]["id"], thread.as_str(), "{list:#}");
+        let read = b
+            .ok(
+                "thread/read",
+                json!({"threadId": thread, "includeTurns": true}),
+            )
+            .await;
+        let items = read["thread"]["turns"][0]["items"].to_string();
+        assert!(
+            items.contains("deployed") && items.contains("p1"),
+            "{read:#}"
+        );
+        b.close().await;
     }
 }
