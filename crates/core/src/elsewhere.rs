@@ -73,6 +73,10 @@ struct Relay<'a> {
 #[async_trait::async_trait]
 impl RemoteEvents for Relay<'_> {
     async fn event(&self, event: AgentEvent) {
+        // Said here once the run has ended here.
+        if matches!(event, AgentEvent::AgentSettled) {
+            return;
+        }
         let earlier = self
             .held_end
             .lock()
@@ -90,8 +94,6 @@ impl RemoteEvents for Relay<'_> {
                     AgentEvent::AgentEnd { .. } => {
                         *self.held_end.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
                     }
-                    // Said here once the run has ended here.
-                    AgentEvent::AgentSettled => {}
                     other => {
                         if matches!(other, AgentEvent::AgentStart) {
                             *self.started.lock().unwrap_or_else(|e| e.into_inner()) = true;

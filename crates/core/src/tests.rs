@@ -191,6 +191,16 @@ fn harness_with(
     gate: Arc<dyn ApprovalGate>,
     tweak: impl FnOnce(&mut SessionConfig),
 ) -> Harness {
+    harness_elsewhere(scripts, tools, gate, tweak, None)
+}
+
+fn harness_elsewhere(
+    scripts: Vec<Script>,
+    tools: Vec<Arc<dyn Tool>>,
+    gate: Arc<dyn ApprovalGate>,
+    tweak: impl FnOnce(&mut SessionConfig),
+    elsewhere: Option<Arc<dyn crate::RunsElsewhere>>,
+) -> Harness {
     let provider = ScriptedProvider::new(scripts);
     let log = Arc::new(MemoryLog::default());
     let mut config = SessionConfig::new(
@@ -219,7 +229,7 @@ fn harness_with(
         clock: Arc::new(SystemClock),
         log: log.clone(),
         sandbox: None,
-        elsewhere: None,
+        elsewhere,
     };
     Harness {
         session: Session::spawn(config, deps),
@@ -679,6 +689,7 @@ async fn history_is_restored_and_logged_messages_match() {
 
 mod approvals;
 mod compaction;
+mod elsewhere;
 mod handle;
 mod resume;
 mod retry;

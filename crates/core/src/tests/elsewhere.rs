@@ -1,0 +1,214 @@
+//! Runs elsewhere: the session hands each run's start to its
+//! `RunsElsewhere`, relays the run's events (one run even when a try died
+//! there), ends the run here, says why when it could not run there, and
+//! passes an abort on.
+
+use std::sync::Mutex;
+
+use keel_protocol::AssistantMessage;
+use tokio::sync::Notify;
+
+use super::*;
+use crate::{RemoteEvents, RemoteRun, RunsElsewhere};
+
+fn answer(text: &str) -> Message {
+    Message::Assistant(AssistantMessage {
+        content: vec![ContentBlock::text(text)],
+        api: "test".into(),
+        provider: "scripted".into(),
+        model: "m".into(),
+        usage: Default::default(),
+        stop_reason: StopReason::Stop,
+        error_message: None,
+        error_kind: None,
+        timestamp: 1,
+        response_id: None,
+    })
+}
+
+/// Plays `script` for each run, or fails with `fail`; waits for an
+/// interrupt first when `until_interrupted`.
+#[derive(Default)]
+struct Scripted {
+    script: Vec<AgentEvent>,
+    fail: Option<String>,
+    until_interrupted: bool,
+    /// Released by the test before the run ends.
+    gate: Option<Arc<Notify>>,
+    prompts: Mutex<Vec<Option<String>>>,
+}
+
+#[async_trait::async_trait]
+impl RunsElsewhere for Scripted {
+    async fn run(
+        &self,
+        run: RemoteRun,
+        events: &dyn RemoteEvents,
+    ) -> std::result::Result<(), String> {
+        self.prompts.lock().unwrap().push(run.prompt.clone());
+        if let Some(fail) = &self.fail {
+            return Err(fail.clone());
+        }
+        for event in &self.script {
+            events.event(event.clone()).await;
+        }
+        if self.until_interrupted {
+            run.interrupt.cancelled().await;
+            events
+                .event(AgentEvent::AgentEnd { messages: vec![] })
+                .await;
+        }
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
+        Ok(())
+    }
+}
+
+fn elsewhere(scripted: Scripted) -> (Harness, Arc<Scripted>) {
+    let scripted = Arc::new(scripted);
+    let h = harness_elsewhere(
+        vec![],
+        vec![],
+        Arc::new(AllowAll),
+        |_| {},
+        Some(scripted.clone()),
+    );
+    (h, scripted)
+}
+
+fn a_run(text: &str) -> Vec<AgentEvent> {
+    vec![
+        AgentEvent::AgentStart,
+        AgentEvent::TurnStart,
+        AgentEvent::MessageEnd {
+            message: answer(text),
+        },
+        AgentEvent::AgentEnd {
+            messages: vec![answer(text)],
+        },
+        AgentEvent::AgentSettled,
+    ]
+}
+
+#[tokio::test]
+async fn a_prompt_runs_elsewhere_and_its_run_ends_here() {
+    let (mut h, scripted) = elsewhere(Scripted {
+        script: a_run("from the worker"),
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    let events = h.run_to_end().await;
+    let names: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
+    assert_eq!(
+        names,
+        ["agent_start", "turn_start", "message_end", "agent_end"]
+    );
+    assert_eq!(*scripted.prompts.lock().unwrap(), [Some("hi".to_owned())]);
+    // The model here was never asked.
+    assert!(h.provider.requests().is_empty());
+    assert!(!h.session.snapshot().is_streaming);
+}
+
+#[tokio::test]
+async fn a_try_that_died_elsewhere_and_the_next_are_one_run_here() {
+    let mut script = vec![AgentEvent::AgentStart, AgentEvent::TurnStart];
+    script.push(AgentEvent::AgentEnd { messages: vec![] });
+    script.extend(a_run("went on"));
+    let (mut h, _) = elsewhere(Scripted {
+        script,
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    let names: Vec<&str> = h
+        .run_to_end()
+        .await
+        .iter()
+        .map(AgentEvent::type_name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "agent_start",
+            "turn_start",
+            "turn_start",
+            "message_end",
+            "agent_end"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_run_that_cannot_run_elsewhere_ends_with_the_reason() {
+    let (mut h, _) = elsewhere(Scripted {
+        fail: Some("cannot reach the cluster".into()),
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    let events = h.run_to_end().await;
+    let Some(AgentEvent::AgentEnd { messages }) = events.last() else {
+        panic!("{events:#?}")
+    };
+    let Some(Message::Assistant(failed)) = messages.last() else {
+        panic!("{messages:#?}")
+    };
+    assert_eq!(failed.stop_reason, StopReason::Error);
+    assert_eq!(
+        failed.error_message.as_deref(),
+        Some("cannot reach the cluster")
+    );
+    assert!(matches!(events[0], AgentEvent::AgentStart));
+}
+
+#[tokio::test]
+async fn an_abort_here_reaches_the_run_elsewhere() {
+    let (mut h, _) = elsewhere(Scripted {
+        script: vec![AgentEvent::AgentStart],
+        until_interrupted: true,
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    let first = tokio::time::timeout(Duration::from_secs(10), h.session.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, AgentEvent::AgentStart);
+    h.session.submit(Op::Abort).await.unwrap();
+    let rest = h.run_to_end().await;
+    assert!(matches!(rest.last(), Some(AgentEvent::AgentEnd { .. })));
+}
+
+#[tokio::test]
+async fn a_message_queued_meanwhile_is_the_next_run_elsewhere() {
+    let gate = Arc::new(Notify::new());
+    let (mut h, scripted) = elsewhere(Scripted {
+        script: a_run("ok"),
+        gate: Some(gate.clone()),
+        ..Scripted::default()
+    });
+    h.prompt("first").await;
+    let first = tokio::time::timeout(Duration::from_secs(10), h.session.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, AgentEvent::AgentStart);
+    h.session
+        .handle()
+        .enqueue_or_start(UserInput::text("second"), crate::QueueKind::FollowUp)
+        .await
+        .unwrap();
+    gate.notify_one();
+    gate.notify_one();
+    let mut ends = 0;
+    while ends < 2 {
+        let ev = tokio::time::timeout(Duration::from_secs(10), h.session.next_event())
+            .await
+            .unwrap()
+            .unwrap();
+        ends += usize::from(matches!(ev, AgentEvent::AgentEnd { .. }));
+    }
+    assert_eq!(
+        *scripted.prompts.lock().unwrap(),
+        [Some("first".to_owned()), Some("second".to_owned())]
+    );
+}
