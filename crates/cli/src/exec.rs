@@ -235,7 +235,8 @@ fn warn(text: &str) {
     eprintln!("keel: warning: {text}");
 }
 
-enum Outcome {
+/// How a run ended, for the exit code.
+pub(crate) enum Outcome {
     Done,
     Aborted,
     Failed(String),
@@ -280,7 +281,8 @@ async fn drive(session: &mut Session, json: bool) -> anyhow::Result<Outcome> {
     }
 }
 
-fn outcome_of(messages: &[Message]) -> Outcome {
+/// How the run whose `agent_end` carried `messages` ended.
+pub(crate) fn outcome_of(messages: &[Message]) -> Outcome {
     let last = messages.iter().rev().find_map(|m| match m {
         Message::Assistant(a) => Some(a),
         _ => None,

@@ -29,7 +29,7 @@ use anyhow::{Context, bail};
 use futures::FutureExt;
 use keel_core::keel_approvals::{ApprovalEngine, Mode, PendingRequest, Resolution};
 use keel_core::{ApprovalFrontend, Session, ToolCallInfo, WaitGuard};
-use keel_protocol::{AgentEvent, Message, Op, StopReason, UserInput};
+use keel_protocol::{AgentEvent, Op, UserInput};
 use keel_session_store::{EventLog, SessionStore};
 use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
 use tokio_util::sync::CancellationToken;
@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::{LogRecord, closing_events, prompt_stored};
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, resolve};
+use crate::exec::{Outcome, outcome_of};
 use crate::setup::{
     SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
 };
@@ -114,11 +115,10 @@ impl Sink {
     }
 }
 
+/// How a try's run ended here.
 enum Ended {
-    Done,
-    Aborted,
-    Failed(String),
-    /// The worker is leaving; the run goes on elsewhere.
+    Run(Outcome),
+    /// The try stopped where it was; the run goes on in another try.
     Left,
 }
 
@@ -149,7 +149,7 @@ impl WorkerTurns {
         let prompt_done = turn.prompt.is_none()
             || prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
         let handle = session.handle();
-        let mut ended = Ended::Done;
+        let mut ended = Ended::Run(Outcome::Done);
         // Both tasks below end when the try does (the guards cancel them).
         let interrupted = self.interrupts(turn);
         let _following = interrupted.clone().drop_guard();
@@ -175,7 +175,7 @@ impl WorkerTurns {
         if resumed {
             ended = driving.drive(&mut session).await?;
         }
-        if matches!(ended, Ended::Done) {
+        if matches!(ended, Ended::Run(Outcome::Done)) {
             if let (false, Some(prompt)) = (prompt_done, &turn.prompt) {
                 session
                     .submit(Op::Prompt(UserInput::text(prompt.clone())))
@@ -201,9 +201,9 @@ impl WorkerTurns {
         session.shutdown().await;
         writer.close().await.context("cannot save the session")?;
         let (status, error) = match ended {
-            Ended::Done => ("done", None),
-            Ended::Aborted => ("aborted", None),
-            Ended::Failed(reason) => ("failed", Some(reason)),
+            Ended::Run(Outcome::Done) => ("done", None),
+            Ended::Run(Outcome::Aborted) => ("aborted", None),
+            Ended::Run(Outcome::Failed(reason)) => ("failed", Some(reason)),
             Ended::Left => ("failed", Some("the worker left".to_owned())),
         };
         Ok(TurnOutcome {
@@ -402,28 +402,12 @@ impl Driving<'_> {
             self.sink.events(&batch).await?;
             if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
                 return Ok(if aborting {
-                    Ended::Aborted
+                    Ended::Run(Outcome::Aborted)
                 } else {
-                    ended_of(messages)
+                    Ended::Run(outcome_of(messages))
                 });
             }
         }
-    }
-}
-
-fn ended_of(messages: &[Message]) -> Ended {
-    let last = messages.iter().rev().find_map(|m| match m {
-        Message::Assistant(a) => Some(a),
-        Message::User(_) | Message::ToolResult(_) => None,
-    });
-    match last {
-        Some(a) if a.stop_reason == StopReason::Aborted => Ended::Aborted,
-        Some(a) if a.stop_reason == StopReason::Error => Ended::Failed(
-            a.error_message
-                .clone()
-                .unwrap_or_else(|| "the model call failed".to_owned()),
-        ),
-        _ => Ended::Done,
     }
 }
 

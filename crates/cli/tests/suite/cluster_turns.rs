@@ -144,6 +144,35 @@ mod on_workers {
         assert_eq!(mock.request_count(), 2);
     }
 
+    /// Approves `id` from a third process; the front-end then exits 0,
+    /// having shown the call run once and the answer, and the model heard
+    /// each message once.
+    async fn approved_and_done_once(
+        c: &Cluster,
+        id: &str,
+        front: KeelChild,
+        mock: &MockModelServer,
+    ) {
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        let types = event_types(&out.stdout);
+        let count = |t: &str| types.iter().filter(|x| *x == t).count();
+        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
+        assert!(
+            out.stdout.contains("\"text\":\"deployed\""),
+            "{}",
+            out.stdout
+        );
+        each_message_once(mock);
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn a_turn_moves_to_another_worker_when_its_worker_dies_mid_wait() {
         let Some(HeldTurn {
@@ -234,24 +263,7 @@ mod on_workers {
             left.stderr
         );
         assert!(runs_the_turn(&mut other, Duration::from_secs(4)).await);
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
-        let out = front.wait().await.unwrap();
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let types = event_types(&out.stdout);
-        let count = |t: &str| types.iter().filter(|x| *x == t).count();
-        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
-        assert!(
-            out.stdout.contains("\"text\":\"deployed\""),
-            "{}",
-            out.stdout
-        );
-        each_message_once(&mock);
+        approved_and_done_once(&c, &id, front, &mock).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -391,24 +403,7 @@ mod on_workers {
         c.temporal.kill();
         tokio::time::sleep(Duration::from_secs(7)).await;
         c.temporal.restart().unwrap();
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
-        let out = front.wait().await.unwrap();
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let types = event_types(&out.stdout);
-        let count = |t: &str| types.iter().filter(|x| *x == t).count();
-        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
-        assert!(
-            out.stdout.contains("\"text\":\"deployed\""),
-            "{}",
-            out.stdout
-        );
-        each_message_once(&mock);
+        approved_and_done_once(&c, &id, front, &mock).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -429,24 +424,7 @@ mod on_workers {
         // The database crashes while the call waits: the worker's wait, the
         // front-end's follower and the event log reconnect by themselves.
         c.pg.crash_and_restart().await;
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
-        let out = front.wait().await.unwrap();
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        let types = event_types(&out.stdout);
-        let count = |t: &str| types.iter().filter(|x| *x == t).count();
-        assert_eq!(count("tool_execution_end"), 1, "{}", out.stdout);
-        assert!(
-            out.stdout.contains("\"text\":\"deployed\""),
-            "{}",
-            out.stdout
-        );
-        each_message_once(&mock);
+        approved_and_done_once(&c, &id, front, &mock).await;
     }
 
     /// `keel --mode rpc` on the cluster from a home of its own, in `ws`,

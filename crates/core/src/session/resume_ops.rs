@@ -58,11 +58,7 @@ impl SessionHandle {
             }
             s.running = true;
         }
-        if self.ops.send(TaskOp::Resume).await.is_err() {
-            lock(&self.shared).running = false;
-            return Err(Error::Closed);
-        }
-        Ok(true)
+        self.start_resume_run().await
     }
 
     /// Goes on with the model when the active branch ends with what the
@@ -88,6 +84,11 @@ impl SessionHandle {
             }
             s.running = true;
         }
+        self.start_resume_run().await
+    }
+
+    /// Sends the run that `running` (already set) was claimed for.
+    async fn start_resume_run(&self) -> Result<bool> {
         if self.ops.send(TaskOp::Resume).await.is_err() {
             lock(&self.shared).running = false;
             return Err(Error::Closed);
