@@ -184,13 +184,16 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     })
 }
 
-/// The cluster to run this turn on: Temporal and a shared database are
-/// configured, the session is kept, and `--here` is not given.
+/// The cluster to run this turn on: this keel can, Temporal and a shared
+/// database are configured, the session is kept, and neither `--here` nor
+/// `[temporal] turns = "here"` says otherwise.
 fn on_worker(
     global: &GlobalArgs,
     args: &ExecArgs,
 ) -> anyhow::Result<Option<keel_temporal::TemporalSettings>> {
+    // A build without Temporal runs here (its held calls say so once).
     if args.here
+        || !keel_temporal::BUILT
         || args.no_session
         || keel_session_store::database_in_use().is_none()
         || crate::cluster::turns_here(global)?
