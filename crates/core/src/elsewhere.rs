@@ -135,6 +135,16 @@ pub(crate) async fn run(
     elsewhere: Arc<dyn RunsElsewhere>,
 ) {
     let mut prompt = match start {
+        // Images are not carried to workers yet: say so rather than send
+        // the text alone.
+        Start::Prompt(input) if !input.images.is_empty() => {
+            refuse(
+                &ctx,
+                "images are not sent to workers yet: send the text alone, or keep turns here ([temporal] turns = \"here\")",
+            )
+            .await;
+            return;
+        }
         Start::Prompt(input) => Some(input.message),
         Start::Resume => None,
     };
@@ -176,15 +186,7 @@ pub(crate) async fn run(
                 if !started {
                     ctx.emit(AgentEvent::AgentStart).await;
                 }
-                let failed = failed_message(&ctx, reason);
-                ctx.emit(AgentEvent::MessageStart {
-                    message: failed.clone(),
-                })
-                .await;
-                ctx.emit(AgentEvent::MessageEnd {
-                    message: failed.clone(),
-                })
-                .await;
+                let failed = say_failed(&ctx, reason).await;
                 AgentEvent::AgentEnd {
                     messages: vec![failed],
                 }
@@ -222,6 +224,18 @@ pub(crate) async fn run(
     }
 }
 
+/// Ends a run that was never started elsewhere, saying why.
+async fn refuse(ctx: &RunCtx, reason: &str) {
+    ctx.emit(AgentEvent::AgentStart).await;
+    let failed = say_failed(ctx, reason.to_owned()).await;
+    lock(&ctx.shared).running = false;
+    ctx.emit(AgentEvent::AgentEnd {
+        messages: vec![failed],
+    })
+    .await;
+    ctx.emit(AgentEvent::AgentSettled).await;
+}
+
 /// The session's tree as the log holds it now.
 async fn reload(ctx: &RunCtx) {
     match ctx.deps.log.reload().await {
@@ -235,6 +249,21 @@ async fn reload(ctx: &RunCtx) {
             tracing::error!(error = %e, "cannot read the session again after a run elsewhere")
         }
     }
+}
+
+/// Announces the failed assistant message of a run that could not run
+/// elsewhere (it is not stored: nothing ran), and returns it.
+async fn say_failed(ctx: &RunCtx, reason: String) -> Message {
+    let failed = failed_message(ctx, reason);
+    ctx.emit(AgentEvent::MessageStart {
+        message: failed.clone(),
+    })
+    .await;
+    ctx.emit(AgentEvent::MessageEnd {
+        message: failed.clone(),
+    })
+    .await;
+    failed
 }
 
 /// The assistant message of a run that could not run elsewhere.

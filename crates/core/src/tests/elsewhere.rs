@@ -212,3 +212,22 @@ async fn a_message_queued_meanwhile_is_the_next_run_elsewhere() {
         [Some("first".to_owned()), Some("second".to_owned())]
     );
 }
+
+#[tokio::test]
+async fn a_prompt_with_images_is_refused_rather_than_sent_without_them() {
+    let (mut h, scripted) = elsewhere(Scripted::default());
+    let mut input = UserInput::text("what is this?");
+    input.images.push(keel_protocol::ImageContent {
+        kind: "image".into(),
+        data: "aGk=".into(),
+        mime_type: "image/png".into(),
+    });
+    h.session.submit(Op::Prompt(input)).await.unwrap();
+    let events = h.run_to_end().await;
+    let text = format!("{events:?}");
+    assert!(
+        text.contains("images are not sent to workers yet"),
+        "{text}"
+    );
+    assert!(scripted.prompts.lock().unwrap().is_empty());
+}
