@@ -38,10 +38,11 @@ pub async fn run(
     settings: TemporalSettings,
 ) -> anyhow::Result<ExitCode> {
     let log = EventLog::shared().context("turns on a worker need the shared database")?;
+    // Reach the cluster before anything is stored for the turn.
+    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
     let store = SessionStore::for_home(&crate::config::home_dir(global)?);
     let (session_id, base_leaf) = session_for(&store, cwd, args).await?;
     let after = log.last_seq(&session_id).await?;
-    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
     let turn = TurnInput {
         session_id: session_id.clone(),
         cwd: cwd.display().to_string(),
