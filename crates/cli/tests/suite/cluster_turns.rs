@@ -626,4 +626,43 @@ mod on_workers {
         );
         b.close().await;
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_front_end_that_cannot_reach_temporal_says_so_and_stores_nothing() {
+        let Some(pg) = keel_test_support::PostgresServer::start().await else {
+            return;
+        };
+        let url = pg.database().await;
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string();
+        let (home, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let keel = || {
+            KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+                .home(home.path())
+                .cwd(ws.path())
+                .args(["--database", &url, "--temporal", &dead])
+                .timeout(HANG)
+        };
+        let out = keel()
+            .args(["exec", "--model", "mock-model", "hi"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(out.code(), Some(2), "{}", out.stderr);
+        assert!(
+            out.stderr.contains("cannot connect to the Temporal server"),
+            "{}",
+            out.stderr
+        );
+        let listed = keel()
+            .args(["sessions", "list", "--json"])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(listed.code(), Some(0), "{}", listed.stderr);
+        assert_eq!(listed.stdout, "", "a session was stored");
+    }
 }
