@@ -128,7 +128,7 @@ pub(crate) mod durable {
         }
 
         /// The wait on `id` ended approved.
-        pub(crate) async fn approved(&self, id: &str) {
+        async fn approved(&self, id: &str) {
             let resolution = self.result(id).await;
             assert!(
                 matches!(&resolution, Resolution::Approved { request_id, .. } if request_id == id),
