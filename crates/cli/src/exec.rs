@@ -141,6 +141,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         sandbox,
         extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
         elsewhere: None,
+        sync_prompts: false,
     });
     if let Some(servers) = &mcp {
         let handle = session.handle();

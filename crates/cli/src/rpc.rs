@@ -378,6 +378,7 @@ impl SessionFactory for CliFactory {
             sandbox: self.sandbox.clone(),
             extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
             elsewhere: self.elsewhere.clone(),
+            sync_prompts: false,
         });
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
         if let Some(servers) = self.mcp() {

@@ -74,6 +74,8 @@ pub struct SessionSpec<'a> {
     pub extra_tools: Vec<Arc<dyn keel_tools::Tool>>,
     /// Where the session's runs run when not here (`crate::turns`).
     pub elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>,
+    /// Sync new user messages before the model call (a worker's turn).
+    pub sync_prompts: bool,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -118,6 +120,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .compaction(spec.compaction)
         .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
         .runs_elsewhere(spec.elsewhere)
+        .sync_prompts(spec.sync_prompts)
         .spawn()
 }
 

@@ -162,6 +162,13 @@ impl SessionBuilder {
         self
     }
 
+    /// Syncs a turn's new user messages before the model call (see
+    /// [`SessionConfig::sync_prompts`]).
+    pub fn sync_prompts(mut self, sync: bool) -> Self {
+        self.config.sync_prompts = sync;
+        self
+    }
+
     pub fn compaction(mut self, compaction: CompactionSettings) -> Self {
         self.config.compaction = compaction;
         self

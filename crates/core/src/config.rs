@@ -146,6 +146,11 @@ pub struct SessionConfig {
     /// The sandbox policy the session's commands run under (`None`: no
     /// sandbox, for sessions built without one).
     pub sandbox: Option<keel_protocol::SandboxPolicy>,
+    /// Sync the log once a turn's new user messages are in it, before the
+    /// model is called (a durable driver: a try that dies mid-stream must
+    /// find the prompt stored, not send it again). Off: the log is synced
+    /// at `turn_end`, as in-process turns need.
+    pub sync_prompts: bool,
 }
 
 impl SessionConfig {
@@ -168,6 +173,7 @@ impl SessionConfig {
             retry: RetryPolicy::default(),
             compaction: CompactionSettings::default(),
             sandbox: None,
+            sync_prompts: false,
         }
     }
 }

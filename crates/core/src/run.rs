@@ -97,12 +97,16 @@ pub(crate) async fn run_agent(ctx: RunCtx, start: Start, cancel: CancellationTok
         }
         loop {
             ctx.emit(AgentEvent::TurnStart).await;
+            let prompted = !pending.is_empty();
             for message in pending.drain(..) {
                 ctx.emit(AgentEvent::MessageStart {
                     message: message.clone(),
                 })
                 .await;
                 ctx.commit_message(message).await;
+            }
+            if prompted && lock(&ctx.shared).config.sync_prompts {
+                ctx.flush_log().await;
             }
 
             let assistant = if crate::compaction::due(&ctx, 0)

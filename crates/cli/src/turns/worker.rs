@@ -32,6 +32,7 @@ use keel_core::{ApprovalFrontend, Session, ToolCallInfo, WaitGuard};
 use keel_protocol::{AgentEvent, Op, UserInput};
 use keel_session_store::{EventLog, SessionStore};
 use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{LogRecord, closing_events, prompt_stored};
@@ -44,6 +45,8 @@ use crate::setup::{
 
 /// Events appended to the log in one transaction at most.
 const APPEND_BATCH: usize = 64;
+/// The gate's records waiting for the loop that appends events.
+const RECORDS_CAPACITY: usize = 64;
 
 /// Runs turns for this worker; see the module docs.
 pub struct WorkerTurns {
@@ -95,6 +98,11 @@ struct Sink {
     turn_id: String,
     attempt: u32,
     last_seq: u64,
+    /// The gate's records ([`LogFrontend`]): appended by the same loop as
+    /// the events, after every event the session emitted before them.
+    records: mpsc::Receiver<String>,
+    /// Where [`LogFrontend`] sends them.
+    records_tx: mpsc::Sender<String>,
 }
 
 impl Sink {
@@ -136,12 +144,15 @@ impl WorkerTurns {
                 cwd.display()
             );
         }
+        let (records_tx, records) = mpsc::channel(RECORDS_CAPACITY);
         let mut sink = Sink {
             log: self.log,
             session_id: turn.session_id.clone(),
             turn_id: turn.turn_id.clone(),
             attempt,
             last_seq: 0,
+            records,
+            records_tx,
         };
         let (mut session, writer, engine) = self.open(turn, &cwd, &sink).await?;
         self.close_dead_try(&mut sink, engine.as_ref()).await?;
@@ -199,6 +210,12 @@ impl WorkerTurns {
             );
         }
         session.shutdown().await;
+        // The gate's last records, after the run's events.
+        let mut rest = Vec::new();
+        while let Ok(record) = sink.records.try_recv() {
+            rest.push(record);
+        }
+        sink.append(&rest).await?;
         writer.close().await.context("cannot save the session")?;
         let (status, error) = match ended {
             Ended::Run(Outcome::Done) => ("done", None),
@@ -334,10 +351,7 @@ impl WorkerTurns {
         let gate = approval_gate(&resolved.home, cwd, mode).await;
         let engine = gate.engine().ok().cloned();
         gate.set_frontend(Arc::new(LogFrontend {
-            log: sink.log,
-            session_id: sink.session_id.clone(),
-            turn_id: sink.turn_id.clone(),
-            attempt: sink.attempt,
+            records: sink.records_tx.clone(),
         }));
         let session = spawn_session(SessionSpec {
             cwd,
@@ -354,6 +368,7 @@ impl WorkerTurns {
             sandbox,
             extra_tools: Vec::new(),
             elsewhere: None,
+            sync_prompts: true,
         });
         Ok((session, writer, engine))
     }
@@ -378,7 +393,21 @@ impl Driving<'_> {
         let mut aborting = false;
         loop {
             let event = tokio::select! {
+                // Events first: a record follows the events emitted before it.
+                biased;
                 event = session.next_event() => event,
+                Some(record) = self.sink.records.recv() => {
+                    let mut batch = Vec::new();
+                    while let Some(Some(event)) = session.next_event().now_or_never() {
+                        batch.push(event);
+                    }
+                    self.sink.events(&batch).await?;
+                    self.sink.append(&[record]).await?;
+                    if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
+                        return Ok(self.ended(aborting, messages));
+                    }
+                    continue;
+                }
                 () = self.cancel.cancelled(), if !aborting => {
                     aborting = true;
                     let _ = session.submit(Op::Abort).await;
@@ -401,12 +430,16 @@ impl Driving<'_> {
             }
             self.sink.events(&batch).await?;
             if let Some(AgentEvent::AgentEnd { messages }) = batch.last() {
-                return Ok(if aborting {
-                    Ended::Run(Outcome::Aborted)
-                } else {
-                    Ended::Run(outcome_of(messages))
-                });
+                return Ok(self.ended(aborting, messages));
             }
+        }
+    }
+
+    fn ended(&self, aborting: bool, messages: &[keel_protocol::Message]) -> Ended {
+        if aborting {
+            Ended::Run(Outcome::Aborted)
+        } else {
+            Ended::Run(outcome_of(messages))
         }
     }
 }
@@ -414,27 +447,18 @@ impl Driving<'_> {
 /// The gate's front end on a worker: nobody is there to ask, so a held
 /// call waits for a decision from elsewhere, and the log says so.
 struct LogFrontend {
-    log: EventLog,
-    session_id: String,
-    turn_id: String,
-    attempt: u32,
+    records: mpsc::Sender<String>,
 }
 
 impl LogFrontend {
     async fn record(&self, record: LogRecord) {
-        let text = match serde_json::to_string(&record) {
-            Ok(text) => text,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot encode a log record");
-                return;
+        match serde_json::to_string(&record) {
+            Ok(text) => {
+                // The try is over when nobody receives; the next try
+                // announces what is still pending.
+                let _ = self.records.send(text).await;
             }
-        };
-        if let Err(e) = self
-            .log
-            .append(&self.session_id, &self.turn_id, self.attempt, &[text])
-            .await
-        {
-            tracing::warn!(session = %self.session_id, error = %e, "cannot log a held call");
+            Err(e) => tracing::warn!(error = %e, "cannot encode a log record"),
         }
     }
 }
