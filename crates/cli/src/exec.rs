@@ -364,14 +364,7 @@ async fn open_session(
             if let Some(entry) = &args.fork_from {
                 return fork(store, cwd, &loaded, entry, resolved).await;
             }
-            let history = loaded.messages();
-            let mut tree = loaded.tree();
-            let changed_model =
-                loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
-            let writer = loaded.into_writer().await?;
-            if changed_model {
-                tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
-            }
+            let (writer, history, tree) = crate::setup::reopen_with_model(loaded, resolved).await?;
             return Ok((Some(writer), history, Some(tree)));
         }
         None => store.create(cwd, None).await?,

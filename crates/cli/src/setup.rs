@@ -50,6 +50,23 @@ pub async fn record_model(
         .await?)
 }
 
+/// A loaded session reopened for appending, `resolved`'s model recorded
+/// when it is not the session's last one: its writer, history and tree.
+pub async fn reopen_with_model(
+    loaded: keel_session_store::LoadedSession,
+    resolved: &Resolved,
+) -> anyhow::Result<(SessionWriter, Vec<Message>, keel_session_store::SessionTree)> {
+    let history = loaded.messages();
+    let mut tree = loaded.tree();
+    let changed_model =
+        loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
+    let writer = loaded.into_writer().await?;
+    if changed_model {
+        tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
+    }
+    Ok((writer, history, tree))
+}
+
 /// Everything a session is spawned from.
 pub struct SessionSpec<'a> {
     pub cwd: &'a Path,

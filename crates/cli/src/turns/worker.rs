@@ -40,7 +40,7 @@ use crate::GlobalArgs;
 use crate::config::{ModelArgs, resolve};
 use crate::exec::{Outcome, outcome_of};
 use crate::setup::{
-    SessionSpec, approval_gate, build_provider, model_info, record_model, spawn_session,
+    SessionSpec, approval_gate, build_provider, model_info, reopen_with_model, spawn_session,
 };
 
 /// Events appended to the log in one transaction at most.
@@ -335,14 +335,7 @@ impl WorkerTurns {
         let loaded = keel_session_store::load(&path)
             .await
             .with_context(|| format!("cannot load session {}", turn.session_id))?;
-        let history = loaded.messages();
-        let mut tree = loaded.tree();
-        let changed_model =
-            loaded.last_model() != Some((resolved.provider.clone(), resolved.model.clone()));
-        let writer = loaded.into_writer().await?;
-        if changed_model {
-            tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
-        }
+        let (writer, history, tree) = reopen_with_model(loaded, &resolved).await?;
         let mode = turn
             .approval_mode
             .as_deref()
