@@ -687,6 +687,29 @@ async fn history_is_restored_and_logged_messages_match() {
     assert_eq!(logged, vec!["user", "assistant"]);
 }
 
+/// A durable driver's turn (`sync_prompts`) has its prompt synced before
+/// the model is asked; an in-process turn syncs at `turn_end`.
+#[tokio::test]
+async fn a_durable_drivers_prompt_is_synced_before_the_model_is_called() {
+    for sync in [false, true] {
+        let h = harness_with(
+            vec![Script::Hang(vec![])],
+            vec![],
+            Arc::new(AllowAll),
+            |c| c.sync_prompts = sync,
+        );
+        h.prompt("hi").await;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while h.provider.requests().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the model was never asked");
+        assert_eq!(h.log.flushed_len() >= 1, sync, "sync_prompts = {sync}");
+    }
+}
+
 mod approvals;
 mod compaction;
 mod elsewhere;
