@@ -251,19 +251,24 @@ impl ApprovalFrontend for AppServerFrontend {
         let Some((runtime, thread)) = self.parts(&call.session_id) else {
             return Box::new(());
         };
-        // The row is stored and the session log flushed: announce.
+        // The row is stored and the session log flushed: announce. A call
+        // held by a turn another server started (its thread runs no turn
+        // here) is only offered for a decision.
         let waiting = Waiting::new(thread.clone());
-        if tokio::time::timeout(
-            ANNOUNCE_WAIT,
-            thread.announce_held(&call.call_id, &call.tool_name, &call.args),
-        )
-        .await
-        .is_err()
-        {
-            tracing::warn!(call = %call.call_id, "the held call's item was not announced in time");
+        let turn_id = thread.active_turn_id();
+        if turn_id.is_some() {
+            if tokio::time::timeout(
+                ANNOUNCE_WAIT,
+                thread.announce_held(&call.call_id, &call.tool_name, &call.args),
+            )
+            .await
+            .is_err()
+            {
+                tracing::warn!(call = %call.call_id, "the held call's item was not announced in time");
+            }
+            announce_status(&runtime, &thread).await;
         }
-        announce_status(&runtime, &thread).await;
-        let turn_id = thread.active_turn_id().unwrap_or_default();
+        let turn_id = turn_id.unwrap_or_default();
         let cwd = call.cwd.display().to_string();
         runtime
             .broker

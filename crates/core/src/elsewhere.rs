@@ -53,6 +53,21 @@ pub trait RemoteEvents: Send + Sync {
     async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution);
 }
 
+/// What a session hears of runs of it that another front-end started.
+#[derive(Debug, Clone)]
+pub enum Watched {
+    /// Such a run holds a call (its arguments `args`).
+    Held {
+        request: Box<PendingRequest>,
+        args: serde_json::Value,
+    },
+    /// That wait ended.
+    Resolved {
+        request: Box<PendingRequest>,
+        resolution: Resolution,
+    },
+}
+
 /// Runs a session's runs somewhere else; see the module docs.
 #[async_trait::async_trait]
 pub trait RunsElsewhere: Send + Sync {
@@ -60,6 +75,59 @@ pub trait RunsElsewhere: Send + Sync {
     /// ended there. An error means the run did not (fully) happen there:
     /// the text says why, for the user.
     async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String>;
+
+    /// The calls held, from now on, by runs of `session_id` wherever they
+    /// were started, so this front-end can offer them to its host too;
+    /// `None` (the default): nothing is watched.
+    fn watch(&self, session_id: &str) -> Option<tokio::sync::mpsc::Receiver<Watched>> {
+        let _ = session_id;
+        None
+    }
+}
+
+/// Offers the calls held by runs of this session that another front-end
+/// started to this session's gate front end (its own runs relay theirs),
+/// until the returned guard is dropped with the session.
+pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
+    let elsewhere = ctx.deps.elsewhere.clone()?;
+    let (session_id, cwd) = {
+        let s = lock(&ctx.shared);
+        (s.config.session_id.clone(), s.config.cwd.clone())
+    };
+    let mut watched = elsewhere.watch(&session_id)?;
+    let stop = CancellationToken::new();
+    let (shared, gate, ended) = (ctx.shared.clone(), ctx.deps.gate.clone(), stop.clone());
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                () = ended.cancelled() => return,
+                next = watched.recv() => next,
+            };
+            let Some(next) = next else { return };
+            if lock(&shared).running {
+                continue;
+            }
+            match next {
+                Watched::Held { request, args } => {
+                    let call = crate::deps::ToolCallInfo {
+                        session_id: request.session_id.clone(),
+                        call_id: request.call_id.clone(),
+                        tool_name: request.tool.clone(),
+                        args,
+                        cwd: cwd.clone(),
+                        write_target: None,
+                        hints: None,
+                    };
+                    gate.held_elsewhere(&request, &call).await;
+                }
+                Watched::Resolved {
+                    request,
+                    resolution,
+                } => gate.resolved_elsewhere(&request, &resolution).await,
+            }
+        }
+    });
+    Some(stop.drop_guard())
 }
 
 /// The events of a run elsewhere, sent on as this session's; the last

@@ -595,7 +595,12 @@ impl Session {
             deps: deps.clone(),
             events: events_tx,
         };
-        let task = tokio::spawn(session_task(ops_rx, ctx));
+        let watching = crate::elsewhere::watch(&ctx);
+        let task = tokio::spawn(async move {
+            // The watch of runs elsewhere ends with the session.
+            let _watching = watching;
+            session_task(ops_rx, ctx).await;
+        });
         Self {
             handle: SessionHandle {
                 ops: ops_tx,

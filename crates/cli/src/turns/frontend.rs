@@ -7,14 +7,17 @@
 //! session's event log (every event once, in order; the records of a held
 //! call become the session's own `approval_request`/`approval_resolved`
 //! through the gate's front end, so a host decides it as it would decide
-//! a call held here), and an abort goes into the log as an interrupt. The
-//! core session does the rest (see `keel_core`'s `elsewhere`). It must
+//! a call held here), and an abort goes into the log as an interrupt. A
+//! session also watches its log for calls held by turns another front-end
+//! started, so its host can decide them too. The core session does the
+//! rest (see `keel_core`'s `elsewhere`). It must
 //! not know the wire protocols.
 
-use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere};
+use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
 use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
+use tokio::sync::mpsc;
 
 use super::LogRecord;
 use super::remote::{interrupt, outcome_of};
@@ -99,6 +102,45 @@ impl RunsElsewhere for OnWorkers {
             }
         }
     }
+
+    fn watch(&self, session_id: &str) -> Option<mpsc::Receiver<Watched>> {
+        Some(watch_log(self.log, session_id.to_owned()))
+    }
+}
+
+/// The held calls of a session's turns wherever they were started.
+const WATCH_CAPACITY: usize = 64;
+
+/// Follows `session_id`'s log from its current end for the gate's records.
+fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
+    let (tx, rx) = mpsc::channel(WATCH_CAPACITY);
+    tokio::spawn(async move {
+        let after = match log.last_seq(&session_id).await {
+            Ok(after) => after,
+            Err(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot watch the session's held calls");
+                return;
+            }
+        };
+        let mut follower = log.follow(&session_id, after);
+        while let Some(stored) = follower.recv().await {
+            let watched = match serde_json::from_str::<LogRecord>(&stored.event) {
+                Ok(LogRecord::ApprovalRequest { request, args }) => Watched::Held { request, args },
+                Ok(LogRecord::ApprovalResolved {
+                    request,
+                    resolution,
+                }) => Watched::Resolved {
+                    request,
+                    resolution,
+                },
+                Ok(LogRecord::InterruptRequested) | Err(_) => continue,
+            };
+            if tx.send(watched).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// One stored event, sent on as what it is.

@@ -668,4 +668,49 @@ mod on_workers {
         assert_eq!(listed.code(), Some(0), "{}", listed.stderr);
         assert_eq!(listed.stdout, "", "a session was stored");
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_held_by_a_turn_of_front_end_a_is_decided_through_front_end_b() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "b1");
+        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
+        let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
+        let thread = a.start_thread(ws.path(), "on-request").await;
+        b.ok("thread/resume", json!({"threadId": thread})).await;
+
+        let turn = a.start_turn(&thread, "deploy").await;
+        // B's client is asked too, and decides; A's never answers.
+        let asked = b.server_request().await;
+        assert_eq!(asked["method"], "item/commandExecution/requestApproval");
+        assert_eq!(asked["params"]["itemId"], "b1");
+        assert_eq!(asked["params"]["threadId"], thread.as_str());
+        b.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
+            .await;
+        let completed = a
+            .wait_for("turn/completed", |f| {
+                f["method"] == "turn/completed" && f["params"]["turn"]["id"] == turn.as_str()
+            })
+            .await;
+        assert_eq!(
+            completed["params"]["turn"]["status"], "completed",
+            "{completed:#}"
+        );
+        // A's own request was answered elsewhere: it is withdrawn there.
+        assert_eq!(a.seen("item/commandExecution/requestApproval").len(), 1);
+        assert_eq!(
+            a.seen("serverRequest/resolved").len(),
+            1,
+            "{:?}",
+            a.methods()
+        );
+        each_message_once(&mock);
+        a.close().await;
+        b.close().await;
+    }
 }
