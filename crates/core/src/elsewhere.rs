@@ -66,6 +66,8 @@ pub enum Watched {
         request: Box<PendingRequest>,
         resolution: Resolution,
     },
+    /// Such a run ended: the session holds more than this front-end read.
+    Ended,
 }
 
 /// Runs a session's runs somewhere else; see the module docs.
@@ -87,7 +89,8 @@ pub trait RunsElsewhere: Send + Sync {
 
 /// Offers the calls held by runs of this session that another front-end
 /// started to this session's gate front end (its own runs relay theirs),
-/// until the returned guard is dropped with the session.
+/// and reads the session again when such a run ends, until the returned
+/// guard is dropped with the session.
 pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
     let elsewhere = ctx.deps.elsewhere.clone()?;
     let (session_id, cwd) = {
@@ -97,6 +100,7 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
     let mut watched = elsewhere.watch(&session_id)?;
     let stop = CancellationToken::new();
     let (shared, gate, ended) = (ctx.shared.clone(), ctx.deps.gate.clone(), stop.clone());
+    let ctx = ctx.clone();
     tokio::spawn(async move {
         loop {
             let next = tokio::select! {
@@ -124,6 +128,7 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
                     request,
                     resolution,
                 } => gate.resolved_elsewhere(&request, &resolution).await,
+                Watched::Ended => reload(&ctx).await,
             }
         }
     });

@@ -133,7 +133,11 @@ fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
                     request,
                     resolution,
                 },
-                Ok(LogRecord::InterruptRequested) | Err(_) => continue,
+                Ok(LogRecord::InterruptRequested) => continue,
+                Err(_) => match serde_json::from_str::<AgentEvent>(&stored.event) {
+                    Ok(AgentEvent::AgentEnd { .. }) => Watched::Ended,
+                    _ => continue,
+                },
             };
             if tx.send(watched).await.is_err() {
                 return;

@@ -670,15 +670,17 @@ mod on_workers {
     }
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn a_call_held_by_a_turn_of_front_end_a_is_decided_through_front_end_b() {
+    async fn a_call_held_by_a_turn_of_front_end_a_is_decided_through_front_end_b_while_its_worker_dies()
+     {
         let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
             return;
         };
         let mock = MockModelServer::start().await;
         deploy_turn(&mock, "b1");
-        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
         let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
         let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
         let thread = a.start_thread(ws.path(), "on-request").await;
@@ -690,6 +692,15 @@ mod on_workers {
         assert_eq!(asked["method"], "item/commandExecution/requestApproval");
         assert_eq!(asked["params"]["itemId"], "b1");
         assert_eq!(asked["params"]["threadId"], thread.as_str());
+        // The worker running the turn dies while the call waits; B's client
+        // answers meanwhile, and the other worker finishes the turn.
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        kill9(running).await;
         b.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
             .await;
         let completed = a
@@ -701,7 +712,9 @@ mod on_workers {
             completed["params"]["turn"]["status"], "completed",
             "{completed:#}"
         );
-        // A's own request was answered elsewhere: it is withdrawn there.
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        // A's own request was answered elsewhere: it is withdrawn there. A
+        // saw one turn, one command run.
         assert_eq!(a.seen("item/commandExecution/requestApproval").len(), 1);
         assert_eq!(
             a.seen("serverRequest/resolved").len(),
@@ -709,8 +722,29 @@ mod on_workers {
             "{:?}",
             a.methods()
         );
+        assert_eq!(a.seen("turn/started").len(), 1);
+        let commands = a
+            .seen("item/completed")
+            .into_iter()
+            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
+            .count();
+        assert_eq!(commands, 1, "{:?}", a.methods());
         each_message_once(&mock);
         a.close().await;
+        // B lists the thread and reads its items.
+        let list = b.ok("thread/list", json!({})).await;
+        assert_eq!(list["data"][0]["id"], thread.as_str(), "{list:#}");
+        let read = b
+            .ok(
+                "thread/read",
+                json!({"threadId": thread, "includeTurns": true}),
+            )
+            .await;
+        let items = read["thread"]["turns"][0]["items"].to_string();
+        assert!(
+            items.contains("deployed") && items.contains("b1"),
+            "{read:#}"
+        );
         b.close().await;
     }
 }
