@@ -96,6 +96,9 @@ impl EventLog {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        if events.is_empty() {
+            return self.last_seq(session_id).await;
+        }
         let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
         let last = self
             .pool
@@ -113,9 +116,6 @@ impl EventLog {
                     )
                     .await?
                     .get(0);
-                if events.is_empty() {
-                    return Ok(last);
-                }
                 let seqs: Vec<i64> = (last + 1..).take(events.len()).collect();
                 tx.execute(
                     "INSERT INTO keel_session_events (session_id, seq, turn, attempt, at_ms, event) \
@@ -133,9 +133,22 @@ impl EventLog {
         Ok(u64::try_from(last).unwrap_or(0))
     }
 
-    /// The sequence number of `session_id`'s last event (0: none).
+    /// The sequence number of `session_id`'s last event (0: none): a plain
+    /// read, no writer's lock.
     pub async fn last_seq(&self, session_id: &str) -> Result<u64> {
-        self.append(session_id, "", 0, &[]).await
+        let last: i64 = self
+            .pool
+            .with(async |c| {
+                Ok(c.query_one(
+                    "SELECT COALESCE(MAX(seq), 0) FROM keel_session_events WHERE session_id = $1",
+                    &[&session_id],
+                )
+                .await?
+                .get(0))
+            })
+            .await
+            .map_err(|e| Error::Events(e.to_string()))?;
+        Ok(u64::try_from(last).unwrap_or(0))
     }
 
     /// Up to [`READ_BATCH`] events of `session_id` after `after`, in order.

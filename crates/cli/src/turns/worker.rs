@@ -155,7 +155,8 @@ impl WorkerTurns {
             records_tx,
         };
         let (mut session, writer, engine) = self.open(turn, &cwd, &sink).await?;
-        self.close_dead_try(&mut sink, engine.as_ref()).await?;
+        self.close_dead_try(&mut sink, turn.log_from, engine.as_ref())
+            .await?;
         // No prompt: the turn goes on with what the session holds.
         let prompt_done = turn.prompt.is_none()
             || prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
@@ -271,9 +272,12 @@ impl WorkerTurns {
     async fn close_dead_try(
         &self,
         sink: &mut Sink,
+        log_from: u64,
         engine: Option<&ApprovalEngine>,
     ) -> anyhow::Result<()> {
-        let mut after = 0;
+        // The turn's records all come after where it began: the session's
+        // earlier history is not read again on every try.
+        let mut after = log_from;
         let mut stored = Vec::new();
         let mut waits: Vec<PendingRequest> = Vec::new();
         loop {
