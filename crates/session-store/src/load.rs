@@ -268,21 +268,8 @@ impl LoadedSession {
     /// then a writer starts whose leaf is `leaf_id`. Fails with
     /// [`Error::Modified`] if the file changed on disk since it was loaded.
     pub async fn into_writer(self) -> Result<SessionWriter> {
-        let mut ids = self.index.to_set();
-        for id in self.skipped.keys() {
-            ids.insert(id);
-        }
-        Reopen {
-            path: self.path,
-            session_id: self.header.id,
-            leaf_id: self.leaf_id,
-            recovered: self.recovered_tail,
-            valid_len: self.valid_len,
-            file_len: self.file_len,
-            needs_newline: self.needs_newline,
-        }
-        .writer(ids)
-        .await
+        let ids = self.known_ids();
+        self.reopen().writer(ids).await
     }
 
     /// Resuming: the entries as a tree (moved, not copied) and the file
@@ -290,28 +277,39 @@ impl LoadedSession {
     /// Read what else is needed ([`name`](Self::name),
     /// [`last_model`](Self::last_model)) before.
     pub async fn into_tree_and_writer(self) -> Result<(SessionTree, SessionWriter)> {
+        let writer = self.reopen().writer(self.known_ids()).await?;
+        Ok((self.into_tree(), writer))
+    }
+
+    /// Every entry id of the file, skipped lines' included.
+    fn known_ids(&self) -> IdSet {
         let mut ids = self.index.to_set();
         for id in self.skipped.keys() {
             ids.insert(id);
         }
-        let linear = self.linear_len();
-        let reopen = Reopen {
-            path: self.path,
-            session_id: self.header.id,
+        ids
+    }
+
+    /// How to reopen the file where loading left it.
+    fn reopen(&self) -> Reopen {
+        Reopen {
+            path: self.path.clone(),
+            session_id: self.header.id.clone(),
             leaf_id: self.leaf_id.clone(),
             recovered: self.recovered_tail,
             valid_len: self.valid_len,
             file_len: self.file_len,
             needs_newline: self.needs_newline,
-        };
-        let writer = reopen.writer(ids).await?;
-        let tree =
-            SessionTree::indexed(self.entries, self.index, self.skipped, self.leaf_id, linear);
-        Ok((tree, writer))
+        }
+    }
+
+    /// The entries as a tree (moved, not copied).
+    fn into_tree(self) -> SessionTree {
+        let linear = self.linear_len();
+        SessionTree::indexed(self.entries, self.index, self.skipped, self.leaf_id, linear)
     }
 }
 
-/// What reopening a loaded file for appending needs to know about it.
 impl SessionWriter {
     /// Reads the session again from where it is kept and goes on after
     /// its current end: for a writer whose session another process (a
@@ -323,27 +321,11 @@ impl SessionWriter {
     pub async fn reload(&self) -> Result<SessionTree> {
         self.flush().await?;
         let loaded = load(self.path()).await?;
-        let mut ids = loaded.index.to_set();
-        for id in loaded.skipped.keys() {
-            ids.insert(id);
-        }
+        let (ids, reopen) = (loaded.known_ids(), loaded.reopen());
+        let file = reopen.sink().await?;
         let leaf = loaded.leaf_id.clone();
-        let path = self.path().to_path_buf();
-        let how = crate::files::Reopen {
-            expected_len: loaded.file_len,
-            keep_len: loaded.recovered_tail.then_some(loaded.valid_len),
-            needs_newline: loaded.needs_newline,
-        };
-        let open_path = path.clone();
-        let file = crate::blocking(&path, move || {
-            crate::files::reopen(&open_path, &how)
-                .map_err(|e| Error::io(&open_path, e))?
-                .ok_or(Error::Modified { path: open_path })
-        })
-        .await?;
-        let tree = loaded.tree();
         self.swap(file, leaf, ids).await?;
-        Ok(tree)
+        Ok(loaded.into_tree())
     }
 }
 
@@ -361,28 +343,31 @@ impl Reopen {
     /// Opens the file for appending (repairing its tail first) and starts
     /// its writer, which knows `ids`.
     async fn writer(self, ids: IdSet) -> Result<SessionWriter> {
-        let Reopen {
-            path,
-            session_id,
-            leaf_id,
-            recovered,
-            valid_len,
-            file_len,
-            needs_newline,
-        } = self;
-        let open_path = path.clone();
+        let file = self.sink().await?;
+        Ok(writer::spawn(
+            file,
+            self.path,
+            self.session_id,
+            self.leaf_id,
+            ids,
+        ))
+    }
+
+    /// Opens the file for appending, repairing its tail first; fails with
+    /// [`Error::Modified`] when it is not as loaded.
+    async fn sink(&self) -> Result<crate::files::Sink> {
+        let open_path = self.path.clone();
         let how = crate::files::Reopen {
-            expected_len: file_len,
-            keep_len: recovered.then_some(valid_len),
-            needs_newline,
+            expected_len: self.file_len,
+            keep_len: self.recovered.then_some(self.valid_len),
+            needs_newline: self.needs_newline,
         };
-        let file = crate::blocking(&path, move || {
+        crate::blocking(&self.path, move || {
             crate::files::reopen(&open_path, &how)
                 .map_err(|e| Error::io(&open_path, e))?
                 .ok_or(Error::Modified { path: open_path })
         })
-        .await?;
-        Ok(writer::spawn(file, path, session_id, leaf_id, ids))
+        .await
     }
 }
 
