@@ -17,6 +17,8 @@
 //! protocols.
 
 #[cfg(feature = "temporal")]
+mod following;
+#[cfg(feature = "temporal")]
 pub mod frontend;
 #[cfg(feature = "temporal")]
 pub mod remote;

@@ -16,11 +16,11 @@
 use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
-use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
+use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
 
 use super::LogRecord;
-use super::remote::{interrupt, outcome_of};
+use super::following::{TurnEvents, interrupt};
 
 /// Runs sessions' runs on the cluster's workers; see the module docs.
 pub struct OnWorkers {
@@ -68,33 +68,14 @@ impl RunsElsewhere for OnWorkers {
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(session = %turn.session_id, "the run goes to a worker");
-        let mut follower = self.log.follow(&turn.session_id, after);
-        let result = {
-            let (client, session_id) = (self.client.clone(), turn.session_id.clone());
-            tokio::spawn(async move { outcome_of(&client, &session_id).await })
-        };
-        let mut result = std::pin::pin!(result);
-        let mut outcome: Option<TurnOutcome> = None;
-        let mut seen = after;
+        let mut turn_events = TurnEvents::follow(&self.client, &self.log, &turn);
         let mut interrupted = false;
         loop {
-            if let Some(o) = &outcome
-                && seen >= o.last_seq
-            {
-                return Ok(());
-            }
             tokio::select! {
-                stored = follower.recv() => {
-                    let Some(stored) = stored else {
-                        return Err("the session's event log stopped".to_owned());
-                    };
-                    seen = stored.seq;
-                    relay(events, &stored.event).await;
-                }
-                ended = &mut result, if outcome.is_none() => {
-                    let ended = ended.map_err(|e| e.to_string())?;
-                    outcome = Some(ended.map_err(|e| e.to_string())?);
-                }
+                stored = turn_events.next() => match stored.map_err(|e| format!("{e:#}"))? {
+                    Some(stored) => relay(events, &stored.event).await,
+                    None => return Ok(()),
+                },
                 () = run.interrupt.cancelled(), if !interrupted => {
                     interrupted = true;
                     interrupt(&self.log, &turn).await;

@@ -21,9 +21,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use keel_protocol::AgentEvent;
 use keel_session_store::{EventLog, SessionStore, StoredEvent};
-use keel_temporal::{TemporalClient, TemporalSettings, TurnInput, TurnOutcome};
+use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::following::{TurnEvents, interrupt};
 use super::{LogRecord, resolution_name};
 use crate::GlobalArgs;
 use crate::exec::ExecArgs;
@@ -93,36 +94,18 @@ async fn follow(
     turn: &TurnInput,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (session_id, after) = (turn.session_id.as_str(), turn.log_from);
-    let mut events = log.follow(session_id, after);
+    let mut events = TurnEvents::follow(client, log, turn);
     let mut renderer = Renderer::new(json);
-    let result = {
-        let client = client.clone();
-        let session_id = session_id.to_owned();
-        tokio::spawn(async move { outcome_of(&client, &session_id).await })
-    };
-    let mut result = std::pin::pin!(result);
-    let mut outcome: Option<TurnOutcome> = None;
-    let mut seen = after;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupts = 0u32;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));
     loop {
-        if let Some(o) = &outcome
-            && seen >= o.last_seq
-        {
-            break;
-        }
         tokio::select! {
-            event = events.recv() => {
-                let Some(event) = event else { bail!("the session's event log stopped") };
-                seen = event.seq;
-                show(&mut renderer, &event, json);
-            }
-            ended = &mut result, if outcome.is_none() => {
-                outcome = Some(ended.context("the turn's result")??);
-            }
+            event = events.next() => match event? {
+                Some(event) => show(&mut renderer, &event, json),
+                None => break,
+            },
             _ = sigint.recv() => {
                 interrupts += 1;
                 if interrupts > 1 { return Ok(ExitCode::from(130)); }
@@ -136,7 +119,7 @@ async fn follow(
             _ = ticker.tick() => renderer.tick(),
         }
     }
-    let Some(outcome) = outcome else {
+    let Some(outcome) = events.into_outcome() else {
         bail!("the turn ended without a result")
     };
     Ok(match outcome.status.as_str() {
@@ -151,49 +134,6 @@ async fn follow(
         }
         _ => ExitCode::from(130),
     })
-}
-
-/// How the turn ended, asking again while the server cannot be reached
-/// (a restarting cluster loses nothing; the turn goes on meanwhile).
-pub(super) async fn outcome_of(
-    client: &TemporalClient,
-    session_id: &str,
-) -> keel_temporal::Result<TurnOutcome> {
-    let mut warned = false;
-    loop {
-        match client.turn_result(session_id).await {
-            Err(keel_temporal::Error::Server(e)) => {
-                if !warned {
-                    tracing::warn!(error = %e, "cannot reach Temporal for the turn's result; trying again");
-                    warned = true;
-                }
-                tokio::time::sleep(RESULT_RETRY).await;
-            }
-            ended => return ended,
-        }
-    }
-}
-
-/// The pause between two asks for the turn's result while the server
-/// cannot be reached.
-const RESULT_RETRY: Duration = Duration::from_secs(1);
-
-/// Asks the worker running `turn` to abort it: a record in the session's
-/// event log, which that worker follows.
-pub(super) async fn interrupt(log: &EventLog, turn: &TurnInput) {
-    let record = match serde_json::to_string(&LogRecord::InterruptRequested) {
-        Ok(record) => record,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot encode the interrupt");
-            return;
-        }
-    };
-    if let Err(e) = log
-        .append(&turn.session_id, &turn.turn_id, 0, &[record])
-        .await
-    {
-        tracing::warn!(error = %e, "cannot interrupt the turn");
-    }
 }
 
 /// One stored event on the terminal (or as its JSON line); a held call

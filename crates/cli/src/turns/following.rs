@@ -1,0 +1,115 @@
+//! Following one turn a worker runs: what `keel exec` and the front-ends
+//! of `RunsElsewhere` share.
+//!
+//! Owns [`TurnEvents`] (the turn's stored events in order, until the
+//! workflow has ended and its last event has been read), asking Temporal
+//! again for the result while it is away, and [`interrupt`] (a record in
+//! the session's log that the worker running the turn follows). It must
+//! not know how events are shown.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use keel_session_store::{EventLog, StoredEvent};
+use keel_temporal::{TemporalClient, TurnInput, TurnOutcome};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::LogRecord;
+
+/// The stored events of one turn; see the module docs.
+pub(super) struct TurnEvents {
+    events: mpsc::Receiver<StoredEvent>,
+    result: JoinHandle<keel_temporal::Result<TurnOutcome>>,
+    outcome: Option<TurnOutcome>,
+    seen: u64,
+}
+
+impl TurnEvents {
+    /// Follows `turn` from where it began.
+    pub(super) fn follow(client: &TemporalClient, log: &EventLog, turn: &TurnInput) -> Self {
+        let (client, session_id) = (client.clone(), turn.session_id.clone());
+        Self {
+            events: log.follow(&turn.session_id, turn.log_from),
+            result: tokio::spawn(async move { outcome_of(&client, &session_id).await }),
+            outcome: None,
+            seen: turn.log_from,
+        }
+    }
+
+    /// The turn's next event; `None` once it is over. Safe to cancel (in a
+    /// `select!`) and call again.
+    pub(super) async fn next(&mut self) -> anyhow::Result<Option<StoredEvent>> {
+        loop {
+            if let Some(o) = &self.outcome
+                && self.seen >= o.last_seq
+            {
+                return Ok(None);
+            }
+            tokio::select! {
+                event = self.events.recv() => {
+                    let Some(event) = event else { bail!("the session's event log stopped") };
+                    self.seen = event.seq;
+                    return Ok(Some(event));
+                }
+                ended = &mut self.result, if self.outcome.is_none() => {
+                    self.outcome = Some(ended.context("the turn's result")??);
+                }
+            }
+        }
+    }
+
+    /// How the turn ended, once [`Self::next`] said it is over.
+    pub(super) fn into_outcome(mut self) -> Option<TurnOutcome> {
+        self.outcome.take()
+    }
+}
+
+impl Drop for TurnEvents {
+    fn drop(&mut self) {
+        self.result.abort();
+    }
+}
+
+/// How the turn ended, asking again while the server cannot be reached
+/// (a restarting cluster loses nothing; the turn goes on meanwhile).
+async fn outcome_of(
+    client: &TemporalClient,
+    session_id: &str,
+) -> keel_temporal::Result<TurnOutcome> {
+    let mut warned = false;
+    loop {
+        match client.turn_result(session_id).await {
+            Err(keel_temporal::Error::Server(e)) => {
+                if !warned {
+                    tracing::warn!(error = %e, "cannot reach Temporal for the turn's result; trying again");
+                    warned = true;
+                }
+                tokio::time::sleep(RESULT_RETRY).await;
+            }
+            ended => return ended,
+        }
+    }
+}
+
+/// The pause between two asks for the turn's result while the server
+/// cannot be reached.
+const RESULT_RETRY: Duration = Duration::from_secs(1);
+
+/// Asks the worker running `turn` to abort it: a record in the session's
+/// event log, which that worker follows.
+pub(super) async fn interrupt(log: &EventLog, turn: &TurnInput) {
+    let record = match serde_json::to_string(&LogRecord::InterruptRequested) {
+        Ok(record) => record,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot encode the interrupt");
+            return;
+        }
+    };
+    if let Err(e) = log
+        .append(&turn.session_id, &turn.turn_id, 0, &[record])
+        .await
+    {
+        tracing::warn!(error = %e, "cannot interrupt the turn");
+    }
+}
