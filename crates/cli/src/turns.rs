@@ -54,6 +54,24 @@ pub enum LogRecord {
     InterruptRequested,
 }
 
+/// One line of the event log as this keel reads it: a record, or an event
+/// of the session.
+#[derive(Debug)]
+pub enum Logged {
+    Record(LogRecord),
+    Event(Box<AgentEvent>),
+}
+
+impl Logged {
+    /// Reads `text`; an error for a line neither (from a newer keel).
+    pub fn read(text: &str) -> serde_json::Result<Self> {
+        match serde_json::from_str::<LogRecord>(text) {
+            Ok(record) => Ok(Self::Record(record)),
+            Err(_) => serde_json::from_str(text).map(|e| Self::Event(Box::new(e))),
+        }
+    }
+}
+
 /// Where the runs of the sessions a front-end opens go: a cluster's
 /// workers when Temporal and the shared database are configured and
 /// `[temporal] turns` (or `KEEL_TEMPORAL_TURNS`) does not say `here`;
@@ -242,6 +260,20 @@ mod tests {
 
     fn message(m: Message) -> EntryBody {
         EntryBody::Message { message: m }
+    }
+
+    #[test]
+    fn a_log_line_is_a_record_an_event_or_unreadable() {
+        let interrupt = serde_json::to_string(&LogRecord::InterruptRequested).unwrap();
+        assert!(matches!(
+            Logged::read(&interrupt),
+            Ok(Logged::Record(LogRecord::InterruptRequested))
+        ));
+        let start = serde_json::to_string(&AgentEvent::AgentStart).unwrap();
+        assert!(
+            matches!(Logged::read(&start), Ok(Logged::Event(e)) if *e == AgentEvent::AgentStart)
+        );
+        assert!(Logged::read("{\"type\":\"from_a_newer_keel\"}").is_err());
     }
 
     #[test]

@@ -19,8 +19,8 @@ use keel_session_store::EventLog;
 use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
 
-use super::LogRecord;
 use super::following::{TurnEvents, interrupt};
+use super::{LogRecord, Logged};
 
 /// Runs sessions' runs on the cluster's workers; see the module docs.
 pub struct OnWorkers {
@@ -105,20 +105,21 @@ fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
         };
         let mut follower = log.follow(&session_id, after);
         while let Some(stored) = follower.recv().await {
-            let watched = match serde_json::from_str::<LogRecord>(&stored.event) {
-                Ok(LogRecord::ApprovalRequest { request, args }) => Watched::Held { request, args },
-                Ok(LogRecord::ApprovalResolved {
+            let watched = match Logged::read(&stored.event) {
+                Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
+                    Watched::Held { request, args }
+                }
+                Ok(Logged::Record(LogRecord::ApprovalResolved {
                     request,
                     resolution,
-                }) => Watched::Resolved {
+                })) => Watched::Resolved {
                     request,
                     resolution,
                 },
-                Ok(LogRecord::InterruptRequested) => continue,
-                Err(_) => match serde_json::from_str::<AgentEvent>(&stored.event) {
-                    Ok(AgentEvent::AgentEnd { .. }) => Watched::Ended,
-                    _ => continue,
-                },
+                Ok(Logged::Event(event)) if matches!(*event, AgentEvent::AgentEnd { .. }) => {
+                    Watched::Ended
+                }
+                Ok(_) | Err(_) => continue,
             };
             if tx.send(watched).await.is_err() {
                 return;
@@ -130,21 +131,16 @@ fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
 
 /// One stored event, sent on as what it is.
 async fn relay(events: &dyn RemoteEvents, text: &str) {
-    if let Ok(record) = serde_json::from_str::<LogRecord>(text) {
-        match record {
-            LogRecord::ApprovalRequest { request, args } => {
-                events.approval_requested(&request, &args).await;
-            }
-            LogRecord::ApprovalResolved {
-                request,
-                resolution,
-            } => events.approval_resolved(&request, &resolution).await,
-            LogRecord::InterruptRequested => {}
+    match Logged::read(text) {
+        Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
+            events.approval_requested(&request, &args).await;
         }
-        return;
-    }
-    match serde_json::from_str::<AgentEvent>(text) {
-        Ok(event) => events.event(event).await,
+        Ok(Logged::Record(LogRecord::ApprovalResolved {
+            request,
+            resolution,
+        })) => events.approval_resolved(&request, &resolution).await,
+        Ok(Logged::Record(LogRecord::InterruptRequested)) => {}
+        Ok(Logged::Event(event)) => events.event(*event).await,
         Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
     }
 }

@@ -19,13 +19,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use keel_protocol::AgentEvent;
 use keel_session_store::{EventLog, SessionStore, StoredEvent};
 use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::following::{TurnEvents, interrupt};
-use super::{LogRecord, resolution_name};
+use super::{LogRecord, Logged, resolution_name};
 use crate::GlobalArgs;
 use crate::exec::ExecArgs;
 use crate::render::Renderer;
@@ -140,27 +139,26 @@ async fn follow(
 /// is also one line on stderr, `--json` or not: someone has to decide it.
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
-    if let Ok(record) = serde_json::from_str::<LogRecord>(&stored.event) {
-        if json {
-            println!("{}", stored.event);
-        }
-        match record {
-            LogRecord::ApprovalRequest { request, .. } => eprintln!(
-                "keel: held for approval: {}; decide with `keel approvals approve {}` (or decline)",
-                request.title, request.id
-            ),
-            LogRecord::ApprovalResolved {
-                request,
-                resolution,
-            } => {
-                eprintln!("keel: {}: {}", request.id, resolution_name(&resolution));
+    match Logged::read(&stored.event) {
+        Ok(Logged::Record(record)) => {
+            if json {
+                println!("{}", stored.event);
             }
-            LogRecord::InterruptRequested => {}
+            match record {
+                LogRecord::ApprovalRequest { request, .. } => eprintln!(
+                    "keel: held for approval: {}; decide with `keel approvals approve {}` (or decline)",
+                    request.title, request.id
+                ),
+                LogRecord::ApprovalResolved {
+                    request,
+                    resolution,
+                } => {
+                    eprintln!("keel: {}: {}", request.id, resolution_name(&resolution));
+                }
+                LogRecord::InterruptRequested => {}
+            }
         }
-        return;
-    }
-    match serde_json::from_str::<AgentEvent>(&stored.event) {
-        Ok(event) => renderer.event(&event),
+        Ok(Logged::Event(event)) => renderer.event(&event),
         Err(e) => tracing::warn!(seq = stored.seq, error = %e, "an event this keel cannot read"),
     }
 }

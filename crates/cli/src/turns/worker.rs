@@ -35,7 +35,7 @@ use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{LogRecord, closing_events, prompt_stored};
+use super::{LogRecord, Logged, closing_events, prompt_stored};
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, resolve};
 use crate::exec::{Outcome, outcome_of};
@@ -252,8 +252,8 @@ impl WorkerTurns {
                 let Some(record) = record else { return };
                 if record.turn == turn_id
                     && matches!(
-                        serde_json::from_str::<LogRecord>(&record.event),
-                        Ok(LogRecord::InterruptRequested)
+                        Logged::read(&record.event),
+                        Ok(Logged::Record(LogRecord::InterruptRequested))
                     )
                 {
                     tracing::info!(turn = %turn_id, "interrupted by a front-end");
@@ -285,13 +285,15 @@ impl WorkerTurns {
             let Some(last) = batch.last() else { break };
             after = last.seq;
             for e in batch.into_iter().filter(|e| e.turn == sink.turn_id) {
-                match serde_json::from_str::<LogRecord>(&e.event) {
-                    Ok(LogRecord::ApprovalRequest { request, .. }) => waits.push(*request),
-                    Ok(LogRecord::ApprovalResolved { request, .. }) => {
+                match Logged::read(&e.event) {
+                    Ok(Logged::Record(LogRecord::ApprovalRequest { request, .. })) => {
+                        waits.push(*request);
+                    }
+                    Ok(Logged::Record(LogRecord::ApprovalResolved { request, .. })) => {
                         waits.retain(|w| w.id != request.id);
                     }
-                    Ok(LogRecord::InterruptRequested) => {}
-                    Err(_) => stored.extend(serde_json::from_str::<AgentEvent>(&e.event).ok()),
+                    Ok(Logged::Event(event)) => stored.push(*event),
+                    Ok(Logged::Record(LogRecord::InterruptRequested)) | Err(_) => {}
                 }
             }
         }
