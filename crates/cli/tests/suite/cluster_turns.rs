@@ -570,6 +570,35 @@ mod on_workers {
         s
     }
 
+    /// The client of `a` saw one turn, with one command run.
+    fn one_turn_one_command(a: &AppServer) {
+        assert_eq!(a.seen("turn/started").len(), 1);
+        let commands = a
+            .seen("item/completed")
+            .into_iter()
+            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
+            .count();
+        assert_eq!(commands, 1, "{:?}", a.methods());
+    }
+
+    /// `b` lists `thread` and reads its items: the call `call_id` and the
+    /// answer after it.
+    async fn reads_the_thread(b: &mut AppServer, thread: &str, call_id: &str) {
+        let list = b.ok("thread/list", json!({})).await;
+        assert_eq!(list["data"][0]["id"], thread, "{list:#}");
+        let read = b
+            .ok(
+                "thread/read",
+                json!({"threadId": thread, "includeTurns": true}),
+            )
+            .await;
+        let items = read["thread"]["turns"][0]["items"].to_string();
+        assert!(
+            items.contains("deployed") && items.contains(call_id),
+            "{read:#}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn app_server_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
         let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
@@ -602,31 +631,13 @@ mod on_workers {
         let completed = a.finish_turn(&turn, "accept").await;
         assert_eq!(completed["status"], "completed", "{completed:#}");
         assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
-        let commands: Vec<Value> = a
-            .seen("item/completed")
-            .into_iter()
-            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
-            .collect();
-        assert_eq!(commands.len(), 1, "{commands:#?}");
-        assert_eq!(a.seen("turn/started").len(), 1);
+        one_turn_one_command(&a);
         each_message_once(&mock);
         a.close().await;
 
         // Front-end B, on another machine, lists and reads the thread.
         let mut b = app_server_front_end(&c, &mock, homes[3].path(), ws.path()).await;
-        let list = b.ok("thread/list", json!({})).await;
-        assert_eq!(list["data"][0]["id"], thread.as_str(), "{list:#}");
-        let read = b
-            .ok(
-                "thread/read",
-                json!({"threadId": thread, "includeTurns": true}),
-            )
-            .await;
-        let items = read["thread"]["turns"][0]["items"].to_string();
-        assert!(
-            items.contains("deployed") && items.contains("p1"),
-            "{read:#}"
-        );
+        reads_the_thread(&mut b, &thread, "p1").await;
         b.close().await;
     }
 
@@ -722,29 +733,10 @@ mod on_workers {
             "{:?}",
             a.methods()
         );
-        assert_eq!(a.seen("turn/started").len(), 1);
-        let commands = a
-            .seen("item/completed")
-            .into_iter()
-            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
-            .count();
-        assert_eq!(commands, 1, "{:?}", a.methods());
+        one_turn_one_command(&a);
         each_message_once(&mock);
         a.close().await;
-        // B lists the thread and reads its items.
-        let list = b.ok("thread/list", json!({})).await;
-        assert_eq!(list["data"][0]["id"], thread.as_str(), "{list:#}");
-        let read = b
-            .ok(
-                "thread/read",
-                json!({"threadId": thread, "includeTurns": true}),
-            )
-            .await;
-        let items = read["thread"]["turns"][0]["items"].to_string();
-        assert!(
-            items.contains("deployed") && items.contains("b1"),
-            "{read:#}"
-        );
+        reads_the_thread(&mut b, &thread, "b1").await;
         b.close().await;
     }
 }
