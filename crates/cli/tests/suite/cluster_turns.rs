@@ -739,4 +739,50 @@ mod on_workers {
         reads_the_thread(&mut b, &thread, "b1").await;
         b.close().await;
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_turn_goes_on_on_its_worker_when_its_front_end_is_killed() {
+        let Some(HeldTurn {
+            c,
+            mock,
+            front,
+            id,
+            homes,
+            ws,
+            running: _running,
+            other: _other,
+        }) = held_turn(&[]).await
+        else {
+            return;
+        };
+        kill9(front).await;
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        // The worker finishes the turn: the session, listed from another
+        // machine, holds the prompt, the call, its result and the answer.
+        let finished = async {
+            loop {
+                let listed = c
+                    .keel_at(homes[1].path(), ws.path())
+                    .args(["sessions", "list", "--json"])
+                    .run()
+                    .await
+                    .unwrap();
+                let rows = listed.json_lines().unwrap_or_default();
+                if rows.first().is_some_and(|r| r["messages"] == 4) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        tokio::time::timeout(HANG, finished)
+            .await
+            .expect("the worker never finished the turn");
+        each_message_once(&mock);
+    }
 }
