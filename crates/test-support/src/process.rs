@@ -291,7 +291,17 @@ impl KeelChild {
             Ok(s) => s?,
             Err(_) => {
                 let _ = self.child.kill().await;
-                bail!("keel did not exit within {:?}", self.timeout);
+                while let Ok(Some(line)) =
+                    tokio::time::timeout(Duration::from_secs(2), self.stderr.recv()).await
+                {
+                    self.stderr_seen.push(line);
+                }
+                let tail = self.stderr_seen.len().saturating_sub(40);
+                bail!(
+                    "keel did not exit within {:?}; its stderr ended with:\n{}",
+                    self.timeout,
+                    join_lines(&self.stderr_seen[tail..])
+                );
             }
         };
         while let Ok(Some(line)) =
