@@ -66,8 +66,14 @@ pub enum Watched {
         request: Box<PendingRequest>,
         resolution: Resolution,
     },
+    /// An event of such a run, in order (its last `agent_end` comes with
+    /// [`Watched::Ended`]; a try that died there and the one that went on
+    /// are one run, as for this front-end's own runs).
+    Event(Box<AgentEvent>),
     /// Such a run ended: the session holds more than this front-end read.
-    Ended,
+    /// `end` is the run's last `agent_end`, passed on once the session has
+    /// been read again (`None` when the run's start was not seen here).
+    Ended { end: Option<Box<AgentEvent>> },
 }
 
 /// Runs a session's runs somewhere else; see the module docs.
@@ -87,10 +93,12 @@ pub trait RunsElsewhere: Send + Sync {
     }
 }
 
-/// Offers the calls held by runs of this session that another front-end
-/// started to this session's gate front end (its own runs relay theirs),
-/// and reads the session again when such a run ends, until the returned
-/// guard is dropped with the session.
+/// Passes on the events of runs of this session that another front-end
+/// started, offers the calls they hold to this session's gate front end
+/// (its own runs relay theirs), and reads the session again when such a
+/// run ends, until the returned guard is dropped with the session. While
+/// this front-end runs a run itself, what it hears of others is dropped
+/// (there is one run of a session at a time; its own relay speaks).
 pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
     let elsewhere = ctx.deps.elsewhere.clone()?;
     let (session_id, cwd) = {
@@ -128,7 +136,18 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
                     request,
                     resolution,
                 } => gate.resolved_elsewhere(&request, &resolution).await,
-                Watched::Ended => reload(&ctx).await,
+                Watched::Event(event) => match *event {
+                    // Said here when the run has ended.
+                    AgentEvent::AgentSettled => {}
+                    event => ctx.emit(event).await,
+                },
+                Watched::Ended { end } => {
+                    reload(&ctx).await;
+                    if let Some(end) = end {
+                        ctx.emit(*end).await;
+                        ctx.emit(AgentEvent::AgentSettled).await;
+                    }
+                }
             }
         }
     });

@@ -14,8 +14,8 @@ use keel_approvals::Resolution;
 use temporalio_client::errors::{WorkflowInteractionError, WorkflowStartError};
 use temporalio_client::{
     Client, ClientOptions, Connection, ConnectionOptions, Url, WorkflowCancelOptions,
-    WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowSignalOptions,
-    WorkflowStartOptions,
+    WorkflowDescribeOptions, WorkflowExecutionStatus, WorkflowGetResultOptions,
+    WorkflowIdConflictPolicy, WorkflowSignalOptions, WorkflowStartOptions,
 };
 
 use crate::approval::ApprovalWorkflow;
@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::ids::{approval_workflow_id, turn_workflow_id};
 use crate::settings::TemporalSettings;
 use crate::turn::TurnWorkflow;
-use crate::turn_types::{TurnInput, TurnOutcome};
+use crate::turn_types::{RunningTurn, TurnInput, TurnOutcome};
 
 /// How long connecting may take (a host that drops packets would
 /// otherwise hold a command that only wants to nudge).
@@ -136,11 +136,18 @@ impl TemporalClient {
     /// Starts `turn` on a worker; [`Error::Busy`] while another turn of
     /// its session runs.
     pub async fn start_turn(&self, turn: &TurnInput) -> Result<()> {
+        let running = RunningTurn {
+            turn_id: turn.turn_id.clone(),
+            log_from: turn.log_from,
+        };
+        let details = serde_json::to_string(&running).map_err(|e| Error::Server(e.to_string()))?;
         let options = WorkflowStartOptions::new(
             self.settings.task_queue.clone(),
             turn_workflow_id(&turn.session_id),
         )
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .static_summary(format!("keel turn {}", turn.turn_id))
+        .static_details(details)
         .build();
         match self
             .client
@@ -153,6 +160,29 @@ impl TemporalClient {
             }
             Err(e) => Err(Error::Server(e.to_string())),
         }
+    }
+
+    /// The turn `session_id` runs now, if one runs (read from its
+    /// workflow, so a front-end that did not start it can follow it).
+    pub async fn running_turn(&self, session_id: &str) -> Result<Option<RunningTurn>> {
+        let id = turn_workflow_id(session_id);
+        let described = match self
+            .client
+            .get_workflow_handle::<TurnWorkflow>(id.clone())
+            .describe(WorkflowDescribeOptions::default())
+            .await
+        {
+            Ok(described) => described,
+            Err(WorkflowInteractionError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(interaction_error(id, e)),
+        };
+        if described.status() != WorkflowExecutionStatus::Running {
+            return Ok(None);
+        }
+        // A turn started by a keel that did not record it is not followed.
+        Ok(described
+            .static_details()
+            .and_then(|d| serde_json::from_str(d).ok()))
     }
 
     /// How the latest turn of `session_id` ended (waits for it to end).

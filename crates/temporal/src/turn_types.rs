@@ -40,6 +40,17 @@ pub struct TurnInput {
     pub approval_mode: Option<String>,
 }
 
+/// The turn a session runs now, as a front-end that did not start it
+/// finds it (kept with the turn's workflow, so it needs no table of its
+/// own): where its events begin in the session's event log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningTurn {
+    /// The turn's id (its events carry it).
+    pub turn_id: String,
+    /// The log's sequence number when it was started: its events follow.
+    pub log_from: u64,
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnOutcome {

@@ -73,7 +73,7 @@ impl Drop for TurnEvents {
 
 /// How the turn ended, asking again while the server cannot be reached
 /// (a restarting cluster loses nothing; the turn goes on meanwhile).
-async fn outcome_of(
+pub(super) async fn outcome_of(
     client: &TemporalClient,
     session_id: &str,
 ) -> keel_temporal::Result<TurnOutcome> {

@@ -8,18 +8,24 @@
 //! call become the session's own `approval_request`/`approval_resolved`
 //! through the gate's front end, so a host decides it as it would decide
 //! a call held here), and an abort goes into the log as an interrupt. A
-//! session also watches its log for calls held by turns another front-end
-//! started, so its host can decide them too. The core session does the
-//! rest (see `keel_core`'s `elsewhere`). It must
+//! session also watches its log for the turns another front-end started
+//! (from the running one's start when it is opened mid-turn; which turn
+//! runs and where it began are kept with the turn's workflow): their
+//! events reach its host as they are stored, and their held calls can be
+//! decided there too. The core session does the rest (see `keel_core`'s `elsewhere`). It must
 //! not know the wire protocols.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
 use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
-use super::following::{TurnEvents, interrupt};
+use super::following::{TurnEvents, interrupt, outcome_of};
 use super::{LogRecord, Logged};
 
 /// Runs sessions' runs on the cluster's workers; see the module docs.
@@ -28,6 +34,9 @@ pub struct OnWorkers {
     log: EventLog,
     /// The model id to ask the workers for (`None`: theirs).
     model: Option<String>,
+    /// The turns this process started: their runs relay their events, so
+    /// the watches leave them out.
+    own: Arc<Mutex<HashSet<String>>>,
 }
 
 impl OnWorkers {
@@ -41,7 +50,12 @@ impl OnWorkers {
         };
         let client =
             TemporalClient::connect(settings, &crate::cluster::identity("front-end")).await?;
-        Ok(Some(Self { client, log, model }))
+        Ok(Some(Self {
+            client,
+            log,
+            model,
+            own: Arc::default(),
+        }))
     }
 }
 
@@ -56,13 +70,14 @@ impl RunsElsewhere for OnWorkers {
         let turn = TurnInput {
             session_id: run.session_id.clone(),
             cwd: run.cwd.display().to_string(),
-            turn_id: format!("turn-{}-{after}", std::process::id()),
+            turn_id: format!("turn-{}", uuid::Uuid::now_v7()),
             prompt: run.prompt,
             base_leaf: run.base_leaf,
             log_from: after,
             model: self.model.clone(),
             approval_mode: None,
         };
+        lock(&self.own).insert(turn.turn_id.clone());
         self.client
             .start_turn(&turn)
             .await
@@ -85,26 +100,62 @@ impl RunsElsewhere for OnWorkers {
     }
 
     fn watch(&self, session_id: &str) -> Option<mpsc::Receiver<Watched>> {
-        Some(watch_log(self.log, session_id.to_owned()))
+        let (tx, rx) = mpsc::channel(WATCH_CAPACITY);
+        let watch = Watch {
+            client: self.client.clone(),
+            log: self.log,
+            own: self.own.clone(),
+            session_id: session_id.to_owned(),
+            tx,
+        };
+        tokio::spawn(watch.run());
+        Some(rx)
     }
 }
 
-/// The held calls of a session's turns wherever they were started.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a session hears of the turns other front-ends started.
 const WATCH_CAPACITY: usize = 64;
 
-/// Follows `session_id`'s log from its current end for the gate's records.
-fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
-    let (tx, rx) = mpsc::channel(WATCH_CAPACITY);
-    tokio::spawn(async move {
-        let after = match log.last_seq(&session_id).await {
-            Ok(after) => after,
-            Err(e) => {
-                tracing::warn!(session = %session_id, error = %e, "cannot watch the session's held calls");
-                return;
-            }
+/// Follows one session's log for the turns other front-ends started: from
+/// where the running one began (a session opened mid-turn sees it from
+/// its start), else from the log's end.
+struct Watch {
+    client: TemporalClient,
+    log: EventLog,
+    own: Arc<Mutex<HashSet<String>>>,
+    session_id: String,
+    tx: mpsc::Sender<Watched>,
+}
+
+impl Watch {
+    async fn run(self) {
+        let Some(from) = self.start().await else {
+            return;
         };
-        let mut follower = log.follow(&session_id, after);
-        while let Some(stored) = follower.recv().await {
+        let mut follower = self.log.follow(&self.session_id, from);
+        // A turn's last `agent_end` waits until its workflow has ended (a
+        // try that died wrote one, and the next try goes on).
+        let mut held: Option<(String, Box<AgentEvent>)> = None;
+        let mut ended: Option<JoinHandle<()>> = None;
+        loop {
+            let stored = tokio::select! {
+                stored = follower.recv() => stored,
+                _ = async { if let Some(e) = ended.as_mut() { let _ = e.await; } }, if ended.is_some() => {
+                    ended = None;
+                    if !self.send(Watched::Ended { end: held.take().map(|(_, end)| end) }).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some(stored) = stored else { return };
+            if lock(&self.own).contains(&stored.turn) {
+                continue;
+            }
             let watched = match Logged::read(&stored.event) {
                 Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
                     Watched::Held { request, args }
@@ -116,17 +167,59 @@ fn watch_log(log: EventLog, session_id: String) -> mpsc::Receiver<Watched> {
                     request,
                     resolution,
                 },
-                Ok(Logged::Event(event)) if matches!(*event, AgentEvent::AgentEnd { .. }) => {
-                    Watched::Ended
+                Ok(Logged::Record(LogRecord::InterruptRequested)) | Err(_) => continue,
+                Ok(Logged::Event(event)) => {
+                    if let Some((turn, end)) = held.take() {
+                        ended = None;
+                        // A try that died and the next are one run.
+                        if turn == stored.turn && matches!(*event, AgentEvent::AgentStart) {
+                            continue;
+                        }
+                        if !self.send(Watched::Ended { end: Some(end) }).await {
+                            return;
+                        }
+                    }
+                    if matches!(*event, AgentEvent::AgentEnd { .. }) {
+                        held = Some((stored.turn, event));
+                        let (client, session_id) = (self.client.clone(), self.session_id.clone());
+                        ended = Some(tokio::spawn(async move {
+                            let _ = outcome_of(&client, &session_id).await;
+                        }));
+                        continue;
+                    }
+                    Watched::Event(event)
                 }
-                Ok(_) | Err(_) => continue,
             };
-            if tx.send(watched).await.is_err() {
+            if !self.send(watched).await {
                 return;
             }
         }
-    });
-    rx
+    }
+
+    /// Where to follow from; `None` when the log cannot be read.
+    async fn start(&self) -> Option<u64> {
+        let last = match self.log.last_seq(&self.session_id).await {
+            Ok(last) => last,
+            Err(e) => {
+                tracing::warn!(session = %self.session_id, error = %e, "cannot watch the session's turns");
+                return None;
+            }
+        };
+        match self.client.running_turn(&self.session_id).await {
+            Ok(Some(running)) if !lock(&self.own).contains(&running.turn_id) => {
+                Some(running.log_from.min(last))
+            }
+            Ok(_) => Some(last),
+            Err(e) => {
+                tracing::warn!(session = %self.session_id, error = %e, "cannot ask whether the session runs a turn; watching from now");
+                Some(last)
+            }
+        }
+    }
+
+    async fn send(&self, watched: Watched) -> bool {
+        self.tx.send(watched).await.is_ok()
+    }
 }
 
 /// One stored event, sent on as what it is.

@@ -7,21 +7,20 @@
 //! Built only with the `temporal` feature.
 
 #[cfg(feature = "temporal")]
-mod on_workers {
+pub(crate) mod on_workers {
     use std::time::Duration;
 
     use keel_core::keel_approvals::Status;
     use keel_test_support::{KeelChild, KeelCommand, MockModelServer, MockResponse};
     use serde_json::Value;
 
-    use crate::suite::app_server::AppServer;
     use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
     use crate::suite::rpc::Rpc;
     use serde_json::json;
 
     /// `keel worker` in a home of its own (a machine of its own), running
     /// turns on the mock model, once it polls.
-    async fn turn_worker(
+    pub(crate) async fn turn_worker(
         c: &Cluster,
         mock: &MockModelServer,
         home: &std::path::Path,
@@ -56,7 +55,7 @@ mod on_workers {
     }
 
     /// Whether `worker` has said it runs a turn (within `within`).
-    async fn runs_the_turn(worker: &mut KeelChild, within: Duration) -> bool {
+    pub(crate) async fn runs_the_turn(worker: &mut KeelChild, within: Duration) -> bool {
         worker
             .wait_for_stderr(within, |l| l.contains("running a turn"))
             .await
@@ -131,7 +130,7 @@ mod on_workers {
 
     /// The model heard the prompt, its call and the call's result once
     /// each (the session holds each once), and was asked twice.
-    fn each_message_once(mock: &MockModelServer) {
+    pub(crate) fn each_message_once(mock: &MockModelServer) {
         let body = mock.last_request().unwrap().body;
         let roles: Vec<&str> = body["messages"]
             .as_array()
@@ -432,7 +431,7 @@ mod on_workers {
 
     /// `keel --mode rpc` on the cluster from a home of its own, in `ws`,
     /// its runs going to the workers.
-    async fn rpc_front_end(
+    pub(crate) async fn rpc_front_end(
         c: &Cluster,
         mock: &MockModelServer,
         home: &std::path::Path,
@@ -550,97 +549,6 @@ mod on_workers {
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
 
-    /// `keel app-server` on the cluster from a home of its own, handshake
-    /// done.
-    async fn app_server_front_end(
-        c: &Cluster,
-        mock: &MockModelServer,
-        home: &std::path::Path,
-        ws: &std::path::Path,
-    ) -> AppServer {
-        let base_url = mock.base_url();
-        let mut s = AppServer::start(
-            c.keel_at(home, ws)
-                .env("RUST_LOG", "keel=info")
-                .args(["app-server", "--base-url", &base_url])
-                .args(["--model", "mock-model"]),
-        )
-        .await;
-        s.initialize(false).await;
-        s
-    }
-
-    /// The client of `a` saw one turn, with one command run.
-    fn one_turn_one_command(a: &AppServer) {
-        assert_eq!(a.seen("turn/started").len(), 1);
-        let commands = a
-            .seen("item/completed")
-            .into_iter()
-            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
-            .count();
-        assert_eq!(commands, 1, "{:?}", a.methods());
-    }
-
-    /// `b` lists `thread` and reads its items: the call `call_id` and the
-    /// answer after it.
-    async fn reads_the_thread(b: &mut AppServer, thread: &str, call_id: &str) {
-        let list = b.ok("thread/list", json!({})).await;
-        assert_eq!(list["data"][0]["id"], thread, "{list:#}");
-        let read = b
-            .ok(
-                "thread/read",
-                json!({"threadId": thread, "includeTurns": true}),
-            )
-            .await;
-        let items = read["thread"]["turns"][0]["items"].to_string();
-        assert!(
-            items.contains("deployed") && items.contains(call_id),
-            "{read:#}"
-        );
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn app_server_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
-            return;
-        };
-        let mock = MockModelServer::start().await;
-        deploy_turn(&mock, "p1");
-        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
-
-        let mut a = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
-        let thread = a.start_thread(ws.path(), "on-request").await;
-        let turn = a.start_turn(&thread, "deploy").await;
-        let request = a.server_request().await;
-        assert_eq!(request["method"], "item/commandExecution/requestApproval");
-        assert_eq!(request["params"]["itemId"], "p1");
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
-        // The worker dies with the call waiting; the client approves it in
-        // the front-end, and the other worker finishes the turn.
-        kill9(running).await;
-        a.send(json!({"id": request["id"].clone(), "result": {"decision": "accept"}}))
-            .await;
-        let completed = a.finish_turn(&turn, "accept").await;
-        assert_eq!(completed["status"], "completed", "{completed:#}");
-        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
-        one_turn_one_command(&a);
-        each_message_once(&mock);
-        a.close().await;
-
-        // Front-end B, on another machine, lists and reads the thread.
-        let mut b = app_server_front_end(&c, &mock, homes[3].path(), ws.path()).await;
-        reads_the_thread(&mut b, &thread, "p1").await;
-        b.close().await;
-    }
-
     #[tokio::test(flavor = "multi_thread")]
     async fn a_front_end_that_cannot_reach_temporal_says_so_and_stores_nothing() {
         let Some(pg) = keel_test_support::PostgresServer::start().await else {
@@ -678,66 +586,6 @@ mod on_workers {
             .unwrap();
         assert_eq!(listed.code(), Some(0), "{}", listed.stderr);
         assert_eq!(listed.stdout, "", "a session was stored");
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_call_held_by_a_turn_of_front_end_a_is_decided_through_front_end_b_while_its_worker_dies()
-     {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
-            return;
-        };
-        let mock = MockModelServer::start().await;
-        deploy_turn(&mock, "b1");
-        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
-        let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
-        let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
-        let thread = a.start_thread(ws.path(), "on-request").await;
-        b.ok("thread/resume", json!({"threadId": thread})).await;
-
-        let turn = a.start_turn(&thread, "deploy").await;
-        // B's client is asked too, and decides; A's never answers.
-        let asked = b.server_request().await;
-        assert_eq!(asked["method"], "item/commandExecution/requestApproval");
-        assert_eq!(asked["params"]["itemId"], "b1");
-        assert_eq!(asked["params"]["threadId"], thread.as_str());
-        // The worker running the turn dies while the call waits; B's client
-        // answers meanwhile, and the other worker finishes the turn.
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
-        kill9(running).await;
-        b.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
-            .await;
-        let completed = a
-            .wait_for("turn/completed", |f| {
-                f["method"] == "turn/completed" && f["params"]["turn"]["id"] == turn.as_str()
-            })
-            .await;
-        assert_eq!(
-            completed["params"]["turn"]["status"], "completed",
-            "{completed:#}"
-        );
-        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
-        // A's own request was answered elsewhere: it is withdrawn there. A
-        // saw one turn, one command run.
-        assert_eq!(a.seen("item/commandExecution/requestApproval").len(), 1);
-        assert_eq!(
-            a.seen("serverRequest/resolved").len(),
-            1,
-            "{:?}",
-            a.methods()
-        );
-        one_turn_one_command(&a);
-        each_message_once(&mock);
-        a.close().await;
-        reads_the_thread(&mut b, &thread, "b1").await;
-        b.close().await;
     }
 
     #[tokio::test(flavor = "multi_thread")]

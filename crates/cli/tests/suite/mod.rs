@@ -4,6 +4,7 @@ mod app_server;
 mod approvals;
 mod clients;
 mod cluster;
+mod cluster_front_ends;
 mod cluster_turns;
 mod compaction_config;
 mod compaction_cycle;

@@ -9,7 +9,7 @@ use keel_protocol::AssistantMessage;
 use tokio::sync::Notify;
 
 use super::*;
-use crate::{RemoteEvents, RemoteRun, RunsElsewhere};
+use crate::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
 
 fn answer(text: &str) -> Message {
     Message::Assistant(AssistantMessage {
@@ -36,6 +36,8 @@ struct Scripted {
     /// Released by the test before the run ends.
     gate: Option<Arc<Notify>>,
     prompts: Mutex<Vec<Option<String>>>,
+    /// What the session hears of runs another front-end started.
+    watched: Mutex<Option<tokio::sync::mpsc::Receiver<crate::Watched>>>,
 }
 
 #[async_trait::async_trait]
@@ -62,6 +64,10 @@ impl RunsElsewhere for Scripted {
             gate.notified().await;
         }
         Ok(())
+    }
+
+    fn watch(&self, _session_id: &str) -> Option<tokio::sync::mpsc::Receiver<crate::Watched>> {
+        self.watched.lock().unwrap().take()
     }
 }
 
@@ -230,4 +236,89 @@ async fn a_prompt_with_images_is_refused_rather_than_sent_without_them() {
         "{text}"
     );
     assert!(scripted.prompts.lock().unwrap().is_empty());
+}
+
+/// A session whose `watch` hears what the test sends.
+fn watching() -> (Harness, tokio::sync::mpsc::Sender<Watched>) {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let (h, _) = elsewhere(Scripted {
+        script: a_run("mine"),
+        watched: Mutex::new(Some(rx)),
+        ..Scripted::default()
+    });
+    (h, tx)
+}
+
+#[tokio::test]
+async fn a_run_another_front_end_started_is_passed_on_and_ends_here() {
+    let (mut h, watched) = watching();
+    let run = a_run("from another front-end");
+    // The log's own agent_settled is not passed on: it is said here.
+    for event in &run[..3] {
+        watched
+            .send(Watched::Event(Box::new(event.clone())))
+            .await
+            .unwrap();
+    }
+    watched
+        .send(Watched::Event(Box::new(AgentEvent::AgentSettled)))
+        .await
+        .unwrap();
+    watched
+        .send(Watched::Ended {
+            end: Some(Box::new(run[3].clone())),
+        })
+        .await
+        .unwrap();
+    let events = h.run_to_end().await;
+    let names: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
+    assert_eq!(
+        names,
+        ["agent_start", "turn_start", "message_end", "agent_end"]
+    );
+    // Nothing ran here.
+    assert!(h.provider.requests().is_empty());
+}
+
+#[tokio::test]
+async fn what_is_heard_of_others_while_a_run_of_its_own_runs_is_dropped() {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let gate = Arc::new(Notify::new());
+    let (mut h, _) = elsewhere(Scripted {
+        script: a_run("mine")[..3].to_vec(),
+        gate: Some(gate.clone()),
+        watched: Mutex::new(Some(rx)),
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    // The own run has started (its first event is out) before the watch
+    // says anything.
+    let first = tokio::time::timeout(Duration::from_secs(10), h.session.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.type_name(), "agent_start");
+    tx.send(Watched::Event(Box::new(AgentEvent::TurnStart)))
+        .await
+        .unwrap();
+    tx.send(Watched::Ended {
+        end: Some(Box::new(AgentEvent::AgentEnd { messages: vec![] })),
+    })
+    .await
+    .unwrap();
+    // Let the watch take both before the own run ends.
+    while tx.capacity() < 16 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    gate.notify_one();
+    let events = h.run_to_end().await;
+    let names: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
+    // One turn_start (the own run's) and the failed end of a run whose
+    // agent_end the script did not send.
+    assert_eq!(
+        names.iter().filter(|n| **n == "turn_start").count(),
+        1,
+        "{names:?}"
+    );
 }

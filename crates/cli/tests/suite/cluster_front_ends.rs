@@ -1,0 +1,282 @@
+//! Front-ends of one session on several machines, its turns on workers:
+//! app-server front-ends whose turns outlive a dead worker, a front-end
+//! that opens a session mid-turn and sees the turn from its start, and a
+//! call held by one front-end's turn decided through another. The client
+//! of the front-end that started the turn sees what an in-process
+//! app-server shows for the same turn, every notification once, in order.
+//! Built only with the `temporal` feature.
+
+#[cfg(feature = "temporal")]
+mod front_ends {
+    use std::time::Duration;
+
+    use keel_test_support::{KeelCommand, MockModelServer};
+    use serde_json::json;
+
+    use crate::suite::app_server::AppServer;
+    use crate::suite::cluster::durable::{Cluster, deploy_turn, kill9};
+    use crate::suite::cluster_turns::on_workers::{
+        each_message_once, rpc_front_end, runs_the_turn, turn_worker,
+    };
+
+    /// `keel app-server` on the cluster from a home of its own, handshake
+    /// done.
+    async fn app_server_front_end(
+        c: &Cluster,
+        mock: &MockModelServer,
+        home: &std::path::Path,
+        ws: &std::path::Path,
+    ) -> AppServer {
+        let base_url = mock.base_url();
+        let mut s = AppServer::start(
+            c.keel_at(home, ws)
+                .env("RUST_LOG", "keel=info")
+                .args(["app-server", "--base-url", &base_url])
+                .args(["--model", "mock-model"]),
+        )
+        .await;
+        s.initialize(false).await;
+        s
+    }
+
+    /// The client of `a` saw one turn, with one command run.
+    fn one_turn_one_command(a: &AppServer) {
+        assert_eq!(a.seen("turn/started").len(), 1);
+        let commands = a
+            .seen("item/completed")
+            .into_iter()
+            .filter(|f| f["params"]["item"]["type"] == "commandExecution")
+            .count();
+        assert_eq!(commands, 1, "{:?}", a.methods());
+    }
+
+    /// `b` lists `thread` and reads its items: the call `call_id` and the
+    /// answer after it.
+    async fn reads_the_thread(b: &mut AppServer, thread: &str, call_id: &str) {
+        let list = b.ok("thread/list", json!({})).await;
+        assert_eq!(list["data"][0]["id"], thread, "{list:#}");
+        let read = b
+            .ok(
+                "thread/read",
+                json!({"threadId": thread, "includeTurns": true}),
+            )
+            .await;
+        let items = read["thread"]["turns"][0]["items"].to_string();
+        assert!(
+            items.contains("deployed") && items.contains(call_id),
+            "{read:#}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn app_server_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "p1");
+        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+
+        let mut a = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
+        let thread = a.start_thread(ws.path(), "on-request").await;
+        let turn = a.start_turn(&thread, "deploy").await;
+        let request = a.server_request().await;
+        assert_eq!(request["method"], "item/commandExecution/requestApproval");
+        assert_eq!(request["params"]["itemId"], "p1");
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        // The worker dies with the call waiting; the client approves it in
+        // the front-end, and the other worker finishes the turn.
+        kill9(running).await;
+        a.send(json!({"id": request["id"].clone(), "result": {"decision": "accept"}}))
+            .await;
+        let completed = a.finish_turn(&turn, "accept").await;
+        assert_eq!(completed["status"], "completed", "{completed:#}");
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        one_turn_one_command(&a);
+        each_message_once(&mock);
+        a.close().await;
+
+        // Front-end B, on another machine, lists and reads the thread.
+        let mut b = app_server_front_end(&c, &mock, homes[3].path(), ws.path()).await;
+        reads_the_thread(&mut b, &thread, "p1").await;
+        b.close().await;
+    }
+
+    /// The notifications and server requests a client saw, in order,
+    /// with repeats (streamed deltas) collapsed.
+    fn sequence(s: &AppServer) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in s.methods() {
+            if out.last() != Some(&m) {
+                out.push(m);
+            }
+        }
+        out
+    }
+
+    /// What an in-process app-server's client sees for the deploy turn
+    /// (its call `call_id` approved by the client).
+    async fn in_process_sequence(call_id: &str) -> Vec<String> {
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, call_id);
+        let (home, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let base_url = mock.base_url();
+        let mut s = AppServer::start(
+            KeelCommand::new(env!("CARGO_BIN_EXE_keel"))
+                .home(home.path())
+                .cwd(ws.path())
+                .args(["app-server", "--base-url", &base_url])
+                .args(["--model", "mock-model"]),
+        )
+        .await;
+        s.initialize(false).await;
+        let thread = s.start_thread(ws.path(), "on-request").await;
+        let turn = s.start_turn(&thread, "deploy").await;
+        let completed = s.finish_turn(&turn, "accept").await;
+        assert_eq!(completed["status"], "completed", "{completed:#}");
+        let seen = sequence(&s);
+        s.close().await;
+        seen
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_front_end_opened_mid_turn_sees_it_and_decides_its_call_while_the_worker_dies() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let reference = in_process_sequence("b1").await;
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "b1");
+        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
+        let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
+        let thread = a.start_thread(ws.path(), "on-request").await;
+        let turn = a.start_turn(&thread, "deploy").await;
+        let asked_a = a.server_request().await;
+        assert_eq!(asked_a["method"], "item/commandExecution/requestApproval");
+
+        // B opens the thread while the call waits: its client sees the
+        // turn from its start and is asked too.
+        let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
+        b.ok("thread/resume", json!({"threadId": thread})).await;
+        let asked = b.server_request().await;
+        assert_eq!(asked["method"], "item/commandExecution/requestApproval");
+        assert_eq!(asked["params"]["itemId"], "b1");
+        assert_eq!(asked["params"]["threadId"], thread.as_str());
+        let b_turn = b.notification("turn/started").await;
+        assert_eq!(b_turn["params"]["threadId"], thread.as_str());
+
+        // The worker running the turn dies while the call waits; B's client
+        // answers meanwhile, and the other worker finishes the turn.
+        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        kill9(running).await;
+        b.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
+            .await;
+        let completed = a
+            .wait_for("turn/completed", |f| {
+                f["method"] == "turn/completed" && f["params"]["turn"]["id"] == turn.as_str()
+            })
+            .await;
+        assert_eq!(
+            completed["params"]["turn"]["status"], "completed",
+            "{completed:#}"
+        );
+        assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
+        // A's client saw what an in-process app-server shows for this
+        // turn: every notification once, in order (its own request was
+        // answered elsewhere and withdrawn, as an answered request is).
+        assert_eq!(sequence(&a), reference);
+        one_turn_one_command(&a);
+        each_message_once(&mock);
+        a.close().await;
+
+        // B's client saw the turn run live, to its end.
+        let b_completed = b
+            .wait_for("turn/completed", |f| f["method"] == "turn/completed")
+            .await;
+        assert_eq!(
+            b_completed["params"]["turn"]["status"], "completed",
+            "{b_completed:#}"
+        );
+        one_turn_one_command(&b);
+        let answer = b
+            .seen("item/completed")
+            .into_iter()
+            .any(|f| f["params"]["item"]["text"] == "deployed");
+        assert!(answer, "{:?}", b.methods());
+        reads_the_thread(&mut b, &thread, "b1").await;
+        b.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_rpc_front_end_with_the_session_open_sees_another_ones_turn_and_decides_its_call() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        deploy_turn(&mock, "w1");
+        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        // A names the session; B opens it before A's turn starts.
+        let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
+        let state = a.ok(json!({"type": "get_state"})).await;
+        let session_id = state["sessionId"].as_str().unwrap().to_owned();
+        a.ok(json!({"type": "set_session_name", "name": "shared"}))
+            .await;
+        let mut b = rpc_front_end(
+            &c,
+            &mock,
+            homes[2].path(),
+            ws.path(),
+            &["--session", &session_id],
+        )
+        .await;
+        b.ok(json!({"type": "get_state"})).await;
+
+        a.send(json!({"type": "prompt", "message": "deploy"})).await;
+        a.approval_request().await;
+        // B's host sees the turn's events and is asked too; it decides.
+        let asked = b.approval_request().await;
+        assert_eq!(asked["toolCallId"], "w1");
+        let id = asked["id"].as_str().unwrap().to_owned();
+        b.decide(&id, "approve", json!({})).await;
+        let end = a.event("agent_end").await;
+        assert!(end["messages"].to_string().contains("deployed"), "{end}");
+        let end = b.event("agent_end").await;
+        assert!(end["messages"].to_string().contains("deployed"), "{end}");
+        for types in [a.event_types(), b.event_types()] {
+            let count = |t: &str| types.iter().filter(|x| **x == t).count();
+            assert_eq!(count("agent_start"), 1, "{types:?}");
+            assert_eq!(count("tool_execution_end"), 1, "{types:?}");
+            assert_eq!(count("agent_end"), 1, "{types:?}");
+        }
+        // B reads what the worker stored.
+        let messages = b.ok(json!({"type": "get_messages"})).await;
+        assert_eq!(
+            messages["messages"].as_array().unwrap().len(),
+            4,
+            "{messages:#}"
+        );
+        each_message_once(&mock);
+        for front in [a, b] {
+            let (out, _) = front.finish().await;
+            assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        }
+    }
+}
