@@ -13,7 +13,9 @@
 //! lock, so two writers, say a worker that was thought dead and its
 //! successor, queue instead of colliding); `turn` and `attempt` say which
 //! turn and which try of it wrote the event; `event` is the event as JSON
-//! text. Every append notifies [`CHANNEL`] with the session id at commit,
+//! text. Rows of turns before the last finished one are deleted when a
+//! turn ends ([`EventLog::forget_before`]), so the table holds about one
+//! turn per session. Every append notifies [`CHANNEL`] with the session id at commit,
 //! so followers wake at once; they also look every [`FOLLOW_POLL`], so a
 //! notification lost while their listening connection was down costs that
 //! long. It must not know what the events mean.
@@ -149,6 +151,25 @@ impl EventLog {
             .await
             .map_err(|e| Error::Events(e.to_string()))?;
         Ok(u64::try_from(last).unwrap_or(0))
+    }
+
+    /// Forgets `session_id`'s events numbered below `seq` (a finished
+    /// turn's are forgotten once the next turn has ended: the session
+    /// holds what they produced, and every reader follows from the
+    /// running turn's start or later). The event numbered `seq` stays, so
+    /// numbering goes on from the same place. Returns how many went.
+    pub async fn forget_before(&self, session_id: &str, seq: u64) -> Result<u64> {
+        let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+        self.pool
+            .with(async |c| {
+                c.execute(
+                    "DELETE FROM keel_session_events WHERE session_id = $1 AND seq < $2",
+                    &[&session_id, &seq],
+                )
+                .await
+            })
+            .await
+            .map_err(|e| Error::Events(e.to_string()))
     }
 
     /// Up to [`READ_BATCH`] events of `session_id` after `after`, in order.
@@ -330,6 +351,27 @@ mod tests {
             seen.extend(batch.into_iter().map(|e| e.seq));
         }
         assert_eq!(seen, (1..=80).collect::<Vec<u64>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn forgetting_earlier_events_keeps_the_numbering() {
+        let Some((_server, log)) = log().await else {
+            return;
+        };
+        log.append("s", "t1", 1, &texts(0..4)).await.unwrap();
+        log.append("other", "t", 1, &texts(0..2)).await.unwrap();
+        assert_eq!(log.forget_before("s", 4).await.unwrap(), 3);
+        let left: Vec<u64> = log
+            .after("s", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(left, [4]);
+        // The next append numbers on; other sessions keep theirs.
+        assert_eq!(log.append("s", "t2", 1, &texts(4..5)).await.unwrap(), 5);
+        assert_eq!(log.after("other", 0).await.unwrap().len(), 2);
     }
 
     #[tokio::test(flavor = "multi_thread")]

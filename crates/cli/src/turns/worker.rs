@@ -218,6 +218,15 @@ impl WorkerTurns {
         }
         sink.append(&rest).await?;
         writer.close().await.context("cannot save the session")?;
+        // What earlier turns logged is in the session now; this turn's
+        // events stay for the front-ends still reading them.
+        if let Err(e) = sink
+            .log
+            .forget_before(&turn.session_id, turn.log_from)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot forget the earlier turns' events");
+        }
         let (status, error) = match ended {
             Ended::Run(Outcome::Done) => ("done", None),
             Ended::Run(Outcome::Aborted) => ("aborted", None),

@@ -449,6 +449,24 @@ pub(crate) mod on_workers {
         .await
     }
 
+    /// The turn of each row of `session_id`'s event log, in order.
+    async fn logged_turns(c: &Cluster, session_id: &str) -> Vec<String> {
+        let (client, connection) = tokio_postgres::connect(&c.url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .query(
+                "SELECT turn FROM keel_session_events WHERE session_id = $1 ORDER BY seq",
+                &[&session_id],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
     fn roles(messages: &Value) -> Vec<String> {
         messages["messages"]
             .as_array()
@@ -521,6 +539,11 @@ pub(crate) mod on_workers {
             end["messages"].to_string().contains("second answer"),
             "{end}"
         );
+        // The first turn's events are forgotten once the second has ended
+        // (the row the second began after stays).
+        let turns = logged_turns(&c, &session_id).await;
+        let last = turns.last().unwrap().clone();
+        assert_eq!(turns.iter().filter(|t| **t != last).count(), 1, "{turns:?}");
         let (out, _) = a.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
 
