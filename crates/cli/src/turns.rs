@@ -21,6 +21,8 @@ mod following;
 #[cfg(feature = "temporal")]
 pub mod frontend;
 #[cfg(feature = "temporal")]
+mod proxy;
+#[cfg(feature = "temporal")]
 pub mod remote;
 #[cfg(feature = "temporal")]
 pub mod worker;
@@ -52,6 +54,21 @@ pub enum LogRecord {
     /// A front-end asked to interrupt the turn (the row's `turn` says
     /// which).
     InterruptRequested,
+    /// The worker's run calls a tool the front-end that started the turn
+    /// runs (`TurnInput::tools`); the gate there let the call pass.
+    ToolCall {
+        call_id: String,
+        tool: String,
+        #[serde(default)]
+        args: serde_json::Value,
+    },
+    /// That front-end's answer to the call.
+    ToolResult {
+        call_id: String,
+        result: keel_protocol::ToolResult,
+        #[serde(default)]
+        is_error: bool,
+    },
 }
 
 /// One line of the event log as this keel reads it: a record, or an event

@@ -146,6 +146,14 @@ pub trait ApprovalGate: Send + Sync {
         Vec::new()
     }
 
+    /// What the gate's front end says of `tool` when the host serves it
+    /// (its declared class), for a run elsewhere that asks this side to
+    /// run it; `None` for tools the host does not serve.
+    fn host_hints(&self, tool: &str) -> Option<keel_tools::ToolHints> {
+        let _ = tool;
+        None
+    }
+
     /// The session's run, running elsewhere, holds `request` there:
     /// announce it as a call held here would be (the decision is taken on
     /// the shared store, where the run elsewhere waits on it).

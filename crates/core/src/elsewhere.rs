@@ -11,7 +11,9 @@
 //! session reads its log again (the other side appended to it) and ends
 //! the run here as an in-process run ends: `running` cleared, the run's
 //! last `agent_end`, `agent_settled`. Messages queued meanwhile (steering,
-//! follow-ups) start the next run elsewhere, one user message each. A run
+//! follow-ups) start the next run elsewhere, one user message each. The
+//! tools only this side can run (the host's, its MCP servers') are offered
+//! to the run there and run here when it calls them. A run
 //! that could not be started there ends here at once with a failed
 //! assistant message that says why. It must not know where "elsewhere"
 //! is or how it is reached.
@@ -22,6 +24,9 @@ use std::sync::{Arc, Mutex};
 use keel_approvals::{PendingRequest, Resolution};
 use keel_protocol::{AgentEvent, AssistantMessage, Message, StopReason};
 use tokio_util::sync::CancellationToken;
+
+use keel_protocol::ToolResult;
+use keel_tools::ToolOutput;
 
 use crate::ctx::RunCtx;
 use crate::run::Start;
@@ -39,6 +44,18 @@ pub struct RemoteRun {
     pub base_leaf: Option<String>,
     /// Fires when the user aborts the run here.
     pub interrupt: CancellationToken,
+    /// The session's tools that only this side can run (the host's, a
+    /// front-end's MCP servers'): offered there, run here through
+    /// [`RemoteEvents::run_tool`].
+    pub tools: Vec<RemoteTool>,
+}
+
+/// A tool of this side offered to a run elsewhere.
+#[derive(Debug, Clone)]
+pub struct RemoteTool {
+    pub spec: keel_protocol::ToolSpec,
+    /// What the approval gate there judges it by (its class).
+    pub hints: keel_tools::ToolHints,
 }
 
 /// What the run elsewhere sends back.
@@ -51,6 +68,9 @@ pub trait RemoteEvents: Send + Sync {
     async fn approval_requested(&self, request: &PendingRequest, args: &serde_json::Value);
     /// That wait ended there.
     async fn approval_resolved(&self, request: &PendingRequest, resolution: &Resolution);
+    /// The run there calls `tool`, one of [`RemoteRun::tools`], for the
+    /// model's call `call_id`: run it here (the gate there let it pass).
+    async fn run_tool(&self, call_id: &str, tool: &str, args: serde_json::Value) -> ToolOutput;
 }
 
 /// What a session hears of runs of it that another front-end started.
@@ -83,6 +103,13 @@ pub trait RunsElsewhere: Send + Sync {
     /// ended there. An error means the run did not (fully) happen there:
     /// the text says why, for the user.
     async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String>;
+
+    /// Whether a run of `session_id` runs there now (started from
+    /// anywhere); `false` (the default) when that cannot be known.
+    async fn running(&self, session_id: &str) -> bool {
+        let _ = session_id;
+        false
+    }
 
     /// The calls held, from now on, by runs of `session_id` wherever they
     /// were started, so this front-end can offer them to its host too;
@@ -158,6 +185,8 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
 /// `agent_end` is held back until the run has ended (see the module docs).
 struct Relay<'a> {
     ctx: &'a RunCtx,
+    /// The run's abort: it stops a tool run here too.
+    cancel: &'a CancellationToken,
     held_end: Mutex<Option<AgentEvent>>,
     started: Mutex<bool>,
 }
@@ -217,6 +246,46 @@ impl RemoteEvents for Relay<'_> {
             .resolved_elsewhere(request, resolution)
             .await;
     }
+
+    async fn run_tool(&self, call_id: &str, tool: &str, args: serde_json::Value) -> ToolOutput {
+        let (found, cwd) = {
+            let s = lock(&self.ctx.shared);
+            let found = s
+                .tools
+                .iter()
+                .find(|t| t.name() == tool && offered(t.as_ref(), self.ctx.deps.gate.as_ref()))
+                .cloned();
+            (found, s.config.cwd.clone())
+        };
+        let Some(found) = found else {
+            return ToolOutput::error(ToolResult::text(format!(
+                "Tool `{tool}` is not available here any more."
+            )));
+        };
+        // Its partial results reach the host from here (the run there
+        // knows only the end).
+        let (events, name, call, shown) = (
+            self.ctx.events.clone(),
+            tool.to_owned(),
+            call_id.to_owned(),
+            args.clone(),
+        );
+        let updates: keel_tools::UpdateSink = Arc::new(move |partial_result| {
+            let _ = events.try_send(AgentEvent::ToolExecutionUpdate {
+                tool_call_id: call.clone(),
+                tool_name: name.clone(),
+                args: shown.clone(),
+                partial_result,
+            });
+        });
+        let mut context =
+            keel_tools::ToolContext::local(cwd, self.cancel.child_token()).with_updates(updates);
+        context.call_id = call_id.to_owned();
+        match found.execute(&context, args).await {
+            Ok(out) => out,
+            Err(e) => ToolOutput::error(ToolResult::text(e.to_string())),
+        }
+    }
 }
 
 /// Runs `start` elsewhere, then each message queued meanwhile.
@@ -250,10 +319,12 @@ pub(crate) async fn run(
                 prompt: prompt.take(),
                 base_leaf: s.tree.leaf().map(str::to_owned),
                 interrupt: cancel.clone(),
+                tools: remote_tools(&s.tools, ctx.deps.gate.as_ref()),
             }
         };
         let relay = Relay {
             ctx: &ctx,
+            cancel: &cancel,
             held_end: Mutex::new(None),
             started: Mutex::new(false),
         };
@@ -314,6 +385,31 @@ pub(crate) async fn run(
         .await;
         prompt = Some(next.message);
     }
+}
+
+/// Whether a run elsewhere is offered `tool` to run here: a tool the host
+/// serves, or one that says what it is (an MCP server's). keel's own tools
+/// are there already.
+fn offered(tool: &dyn keel_tools::Tool, gate: &dyn crate::deps::ApprovalGate) -> bool {
+    gate.host_hints(tool.name()).is_some() || tool.hints().is_some()
+}
+
+/// The session's tools a run elsewhere is offered, with what its gate
+/// judges them by.
+fn remote_tools(
+    tools: &[Arc<dyn keel_tools::Tool>],
+    gate: &dyn crate::deps::ApprovalGate,
+) -> Vec<RemoteTool> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let hints = gate.host_hints(t.name()).or_else(|| t.hints())?;
+            Some(RemoteTool {
+                spec: t.spec(),
+                hints,
+            })
+        })
+        .collect()
 }
 
 /// Ends a run that was never started elsewhere, saying why.

@@ -409,6 +409,14 @@ fn recovery_of(row: &ApprovalRecord) -> Recovery {
 
 #[async_trait::async_trait]
 impl ApprovalGate for EngineGate {
+    fn host_hints(&self, tool: &str) -> Option<keel_tools::ToolHints> {
+        let class = self.frontend().host_class(tool)?;
+        Some(keel_tools::ToolHints {
+            class: class.map(|c| c.to_string()),
+            ..keel_tools::ToolHints::default()
+        })
+    }
+
     async fn check(&self, call: &ToolCallInfo) -> GateDecision {
         let frontend = self.frontend();
         if let Some(message) = frontend.refuse(call) {

@@ -38,6 +38,33 @@ pub struct TurnInput {
     /// workspace's stored mode).
     #[serde(default)]
     pub approval_mode: Option<String>,
+    /// Tools only the front-end can run (its host's, its MCP servers'):
+    /// the worker offers them to the model and asks the front-end, through
+    /// the session's event log, when the model calls one.
+    #[serde(default)]
+    pub tools: Vec<FrontEndTool>,
+}
+
+/// A tool the front-end that started a turn runs for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontEndTool {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of its arguments.
+    pub parameters: serde_json::Value,
+    /// The class the approval gate judges it by (`read`, `write`, `send`,
+    /// `money`); `None`: from the MCP annotations below.
+    #[serde(default)]
+    pub class: Option<String>,
+    #[serde(default)]
+    pub read_only: Option<bool>,
+    #[serde(default)]
+    pub destructive: Option<bool>,
+    #[serde(default)]
+    pub open_world: Option<bool>,
+    /// The MCP server it comes from, for the approval card.
+    #[serde(default)]
+    pub server: Option<String>,
 }
 
 /// The turn a session runs now, as a front-end that did not start it

@@ -18,10 +18,12 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use keel_core::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
-use keel_temporal::{TemporalClient, TemporalSettings, TurnInput};
+use keel_temporal::{FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -76,6 +78,7 @@ impl RunsElsewhere for OnWorkers {
             log_from: after,
             model: self.model.clone(),
             approval_mode: None,
+            tools: run.tools.iter().map(front_end_tool).collect(),
         };
         lock(&self.own).insert(turn.turn_id.clone());
         self.client
@@ -85,16 +88,36 @@ impl RunsElsewhere for OnWorkers {
         tracing::info!(session = %turn.session_id, "the run goes to a worker");
         let mut turn_events = TurnEvents::follow(&self.client, &self.log, &turn);
         let mut interrupted = false;
+        // The tool calls the worker asked this front-end to run.
+        let mut running = FuturesUnordered::new();
         loop {
             tokio::select! {
                 stored = turn_events.next() => match stored.map_err(|e| format!("{e:#}"))? {
-                    Some(stored) => relay(events, &stored.event).await,
+                    Some(stored) => match Logged::read(&stored.event) {
+                        Ok(Logged::Record(LogRecord::ToolCall { call_id, tool, args }))
+                            if stored.turn == turn.turn_id =>
+                        {
+                            running.push(run_tool(&self.log, &turn, events, call_id, tool, args));
+                        }
+                        _ => relay(events, &stored.event).await,
+                    },
                     None => return Ok(()),
                 },
+                Some(()) = running.next(), if !running.is_empty() => {}
                 () = run.interrupt.cancelled(), if !interrupted => {
                     interrupted = true;
                     interrupt(&self.log, &turn).await;
                 }
+            }
+        }
+    }
+
+    async fn running(&self, session_id: &str) -> bool {
+        match self.client.running_turn(session_id).await {
+            Ok(running) => running.is_some(),
+            Err(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot ask whether the session runs a turn");
+                false
             }
         }
     }
@@ -167,7 +190,13 @@ impl Watch {
                     request,
                     resolution,
                 },
-                Ok(Logged::Record(LogRecord::InterruptRequested)) | Err(_) => continue,
+                // Only the front-end that started the turn runs its tools.
+                Ok(Logged::Record(
+                    LogRecord::InterruptRequested
+                    | LogRecord::ToolCall { .. }
+                    | LogRecord::ToolResult { .. },
+                ))
+                | Err(_) => continue,
                 Ok(Logged::Event(event)) => {
                     if let Some((turn, end)) = held.take() {
                         ended = None;
@@ -222,6 +251,50 @@ impl Watch {
     }
 }
 
+/// What a worker is told of a tool this front-end runs.
+fn front_end_tool(tool: &RemoteTool) -> FrontEndTool {
+    FrontEndTool {
+        name: tool.spec.name.clone(),
+        description: tool.spec.description.clone(),
+        parameters: tool.spec.parameters.clone(),
+        class: tool.hints.class.clone(),
+        read_only: tool.hints.read_only,
+        destructive: tool.hints.destructive,
+        open_world: tool.hints.open_world,
+        server: tool.hints.server.clone(),
+    }
+}
+
+/// Runs the worker's call of one of this front-end's tools here and puts
+/// the answer in the log, where the worker waits for it.
+async fn run_tool(
+    log: &EventLog,
+    turn: &TurnInput,
+    events: &dyn RemoteEvents,
+    call_id: String,
+    tool: String,
+    args: serde_json::Value,
+) {
+    tracing::info!(tool = %tool, call = %call_id, "running a tool for the worker's turn");
+    let out = events.run_tool(&call_id, &tool, args).await;
+    let record = LogRecord::ToolResult {
+        call_id,
+        result: out.result,
+        is_error: out.is_error,
+    };
+    let appended = match serde_json::to_string(&record) {
+        Ok(text) => log
+            .append(&turn.session_id, &turn.turn_id, 0, &[text])
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = appended {
+        tracing::warn!(error = %e, "cannot give the worker the tool's result");
+    }
+}
+
 /// One stored event, sent on as what it is.
 async fn relay(events: &dyn RemoteEvents, text: &str) {
     match Logged::read(text) {
@@ -232,7 +305,12 @@ async fn relay(events: &dyn RemoteEvents, text: &str) {
             request,
             resolution,
         })) => events.approval_resolved(&request, &resolution).await,
-        Ok(Logged::Record(LogRecord::InterruptRequested)) => {}
+        // The run's loop answers tool calls; the rest is not the host's.
+        Ok(Logged::Record(
+            LogRecord::InterruptRequested
+            | LogRecord::ToolCall { .. }
+            | LogRecord::ToolResult { .. },
+        )) => {}
         Ok(Logged::Event(event)) => events.event(*event).await,
         Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
     }

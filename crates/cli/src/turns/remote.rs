@@ -46,7 +46,7 @@ pub async fn run(
     let turn = TurnInput {
         session_id: session_id.clone(),
         cwd: cwd.display().to_string(),
-        turn_id: format!("turn-{}-{after}", std::process::id()),
+        turn_id: format!("turn-{}", uuid::Uuid::now_v7()),
         prompt: Some(prompt),
         base_leaf,
         log_from: after,
@@ -54,6 +54,7 @@ pub async fn run(
         approval_mode: args
             .approval_mode
             .map(|m| keel_core::keel_approvals::Mode::from(m).to_string()),
+        tools: Vec::new(),
     };
     client.start_turn(&turn).await?;
     tracing::info!(session = %session_id, "the turn runs on a worker");
@@ -155,7 +156,9 @@ fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
                 } => {
                     eprintln!("keel: {}: {}", request.id, resolution_name(&resolution));
                 }
-                LogRecord::InterruptRequested => {}
+                LogRecord::InterruptRequested
+                | LogRecord::ToolCall { .. }
+                | LogRecord::ToolResult { .. } => {}
             }
         }
         Ok(Logged::Event(event)) => renderer.event(&event),

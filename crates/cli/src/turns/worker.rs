@@ -5,7 +5,8 @@
 //! model of the worker's own configuration (recorded when it differs),
 //! the approval gate of the turn's workspace (held calls wait; each wait
 //! has its `keel.approval` workflow through the process's durable waits)
-//! and the built-in tools. Then, in order: a turn a crash cut off is
+//! and the built-in tools, beside stand-ins for the tools the front-end
+//! runs (its host's, its MCP servers'; `super::proxy`). Then, in order: a turn a crash cut off is
 //! resumed (core's crash resume: each unanswered call answered once,
 //! through the gate); the prompt is sent unless an earlier try stored it
 //! ([`super::prompt_stored`]); a prompt that an earlier try stored but the
@@ -302,7 +303,12 @@ impl WorkerTurns {
                         waits.retain(|w| w.id != request.id);
                     }
                     Ok(Logged::Event(event)) => stored.push(*event),
-                    Ok(Logged::Record(LogRecord::InterruptRequested)) | Err(_) => {}
+                    Ok(Logged::Record(
+                        LogRecord::InterruptRequested
+                        | LogRecord::ToolCall { .. }
+                        | LogRecord::ToolResult { .. },
+                    ))
+                    | Err(_) => {}
                 }
             }
         }
@@ -374,12 +380,21 @@ impl WorkerTurns {
             compaction: resolved.compaction,
             gate,
             sandbox,
-            extra_tools: Vec::new(),
+            // The front-end's own tools, run there.
+            extra_tools: super::proxy::proxies(turn, &own_tool_names(), self.log, &sink.records_tx),
             elsewhere: None,
             sync_prompts: true,
         });
         Ok((session, writer, engine))
     }
+}
+
+/// The names of the tools a worker's session has of its own.
+fn own_tool_names() -> Vec<String> {
+    keel_tools::builtin_tools()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect()
 }
 
 fn session_tree(session: &Session) -> keel_session_store::SessionTree {

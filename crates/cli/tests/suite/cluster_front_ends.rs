@@ -10,7 +10,7 @@
 mod front_ends {
     use std::time::Duration;
 
-    use keel_test_support::{KeelCommand, MockModelServer};
+    use keel_test_support::{KeelCommand, MockModelServer, MockResponse, tool_call};
     use serde_json::json;
 
     use crate::suite::app_server::AppServer;
@@ -278,5 +278,64 @@ mod front_ends {
             let (out, _) = front.finish().await;
             assert_eq!(out.code(), Some(0), "{}", out.stderr);
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_host_tool_called_by_a_worker_run_turn_is_run_by_the_front_ends_host() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                "h1",
+                "echo_host",
+                json!({"message": "hello"}),
+            )]),
+            MockResponse::text("The host said hello."),
+        ]);
+        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
+        a.ok(json!({"type": "set_host_tools", "tools": [{
+            "name": "echo_host", "approvalClass": "read",
+            "description": "Echo a value from the embedding host",
+            "parameters": {"type": "object", "properties": {"message": {"type": "string"}},
+                "required": ["message"]}}]}))
+            .await;
+        a.send(json!({"type": "prompt", "message": "echo hello"}))
+            .await;
+        // The worker runs the turn; the call comes to this host.
+        let call = a
+            .wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
+            .await;
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        assert_eq!(call["toolCallId"], "h1");
+        assert_eq!(call["arguments"], json!({"message": "hello"}));
+        let id = call["id"].as_str().unwrap().to_owned();
+        a.send(json!({"type": "host_tool_update", "id": id,
+            "partialResult": {"content": [{"type": "text", "text": "working"}]}}))
+            .await;
+        let update = a.event("tool_execution_update").await;
+        assert_eq!(update["partialResult"]["content"][0]["text"], "working");
+        a.send(json!({"type": "host_tool_result", "id": id,
+            "result": {"content": [{"type": "text", "text": "host says: hello"}]}}))
+            .await;
+        let end = a.event("tool_execution_end").await;
+        assert_eq!(end["isError"], false, "{end}");
+        assert_eq!(end["result"]["content"][0]["text"], "host says: hello");
+        a.event("agent_end").await;
+        // The worker offered the host's tool to the model, and the model
+        // read the host's answer.
+        let requests = mock.requests();
+        assert!(requests[0].body["tools"].to_string().contains("echo_host"));
+        assert!(
+            requests[1].body["messages"]
+                .to_string()
+                .contains("host says: hello")
+        );
+        let (out, _) = a.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
 }

@@ -48,6 +48,14 @@ impl SessionHandle {
     /// such a run started (false: nothing was cut off, or the session is
     /// busy).
     pub async fn resume_interrupted(&self) -> Result<bool> {
+        // A turn of the session running elsewhere is that turn going on:
+        // it is not cut off, and another run could not start anyway.
+        if let Some(elsewhere) = &self.deps.elsewhere {
+            let session_id = lock(&self.shared).config.session_id.clone();
+            if elsewhere.running(&session_id).await {
+                return Ok(false);
+            }
+        }
         {
             let mut s = lock(&self.shared);
             if s.running

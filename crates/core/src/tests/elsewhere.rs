@@ -38,6 +38,11 @@ struct Scripted {
     prompts: Mutex<Vec<Option<String>>>,
     /// What the session hears of runs another front-end started.
     watched: Mutex<Option<tokio::sync::mpsc::Receiver<crate::Watched>>>,
+    /// A tool of this side the run there calls, and what it got.
+    calls: Option<(String, serde_json::Value)>,
+    called: Mutex<Option<keel_tools::ToolOutput>>,
+    /// The names of the tools the run was offered.
+    offered: Mutex<Vec<String>>,
 }
 
 #[async_trait::async_trait]
@@ -48,6 +53,11 @@ impl RunsElsewhere for Scripted {
         events: &dyn RemoteEvents,
     ) -> std::result::Result<(), String> {
         self.prompts.lock().unwrap().push(run.prompt.clone());
+        *self.offered.lock().unwrap() = run.tools.iter().map(|t| t.spec.name.clone()).collect();
+        if let Some((tool, args)) = &self.calls {
+            let out = events.run_tool("call_9", tool, args.clone()).await;
+            *self.called.lock().unwrap() = Some(out);
+        }
         if let Some(fail) = &self.fail {
             return Err(fail.clone());
         }
@@ -321,4 +331,64 @@ async fn what_is_heard_of_others_while_a_run_of_its_own_runs_is_dropped() {
         1,
         "{names:?}"
     );
+}
+
+/// A tool only this side has, which says what it is.
+struct EchoHere;
+
+#[async_trait::async_trait]
+impl keel_tools::Tool for EchoHere {
+    fn name(&self) -> &str {
+        "echo_here"
+    }
+    fn description(&self) -> &str {
+        "echoes, here"
+    }
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
+    fn hints(&self) -> Option<keel_tools::ToolHints> {
+        Some(keel_tools::ToolHints {
+            class: Some("read".into()),
+            ..Default::default()
+        })
+    }
+    async fn execute(
+        &self,
+        ctx: &keel_tools::ToolContext,
+        args: serde_json::Value,
+    ) -> keel_tools::Result<keel_tools::ToolOutput> {
+        (ctx.updates)(keel_protocol::ToolResult::text("working"));
+        Ok(keel_tools::ToolOutput::success(
+            keel_protocol::ToolResult::text(format!("{}: {}", ctx.call_id, args["message"])),
+        ))
+    }
+}
+
+#[tokio::test]
+async fn a_tool_only_this_side_has_is_offered_there_and_run_here() {
+    let scripted = Arc::new(Scripted {
+        script: a_run("done"),
+        calls: Some(("echo_here".into(), serde_json::json!({"message": "hi"}))),
+        ..Scripted::default()
+    });
+    let mut h = harness_elsewhere(
+        vec![],
+        vec![Arc::new(EchoHere), Arc::new(keel_tools::LsTool)],
+        Arc::new(AllowAll),
+        |_| {},
+        Some(scripted.clone()),
+    );
+    h.prompt("hi").await;
+    let events = h.run_to_end().await;
+    // keel's own tools are there already; only this side's is offered.
+    assert_eq!(*scripted.offered.lock().unwrap(), ["echo_here"]);
+    let out = scripted.called.lock().unwrap().clone().unwrap();
+    assert!(!out.is_error);
+    assert_eq!(out.text(), "call_9: \"hi\"");
+    // Its partial result reached this side's host.
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ToolExecutionUpdate { tool_call_id, .. } if tool_call_id == "call_9"
+    )));
 }
