@@ -36,6 +36,14 @@ impl RunCtx {
     /// [`commit_message`](Self::commit_message), returning the id of the
     /// message's session entry.
     pub async fn commit_entry(&self, message: Message) -> Option<String> {
+        let id = self.store_message(message.clone()).await;
+        self.emit(AgentEvent::MessageEnd { message }).await;
+        id
+    }
+
+    /// Appends a message to the history and the session log without
+    /// announcing it; returns its entry's id.
+    pub(crate) async fn store_message(&self, message: Message) -> Option<String> {
         {
             let mut guard = lock(&self.shared);
             let s = &mut *guard;
@@ -50,15 +58,13 @@ impl RunCtx {
             },
         )
         .await;
-        let id = match recorded {
+        match recorded {
             Ok(entry) => Some(entry.id),
             Err(e) => {
                 tracing::error!(error = %e, "appending to the session log failed");
                 lock(&self.shared).tree.leaf().map(str::to_owned)
             }
-        };
-        self.emit(AgentEvent::MessageEnd { message }).await;
-        id
+        }
     }
 
     pub async fn flush_log(&self) {

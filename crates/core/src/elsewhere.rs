@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use keel_approvals::{PendingRequest, Resolution};
-use keel_protocol::{AgentEvent, AssistantMessage, Message, StopReason};
+use keel_protocol::{AgentEvent, AssistantMessage, Message, StopReason, UserInput};
 use tokio_util::sync::CancellationToken;
 
 use keel_protocol::ToolResult;
@@ -187,6 +187,9 @@ struct Relay<'a> {
     ctx: &'a RunCtx,
     /// The run's abort: it stops a tool run here too.
     cancel: &'a CancellationToken,
+    /// The user's message stored here for the run (see [`prompt_of`]):
+    /// shown after the run's first `turn_start`, where a prompt shows.
+    stored: Mutex<Option<Message>>,
     held_end: Mutex<Option<AgentEvent>>,
     started: Mutex<bool>,
 }
@@ -219,7 +222,19 @@ impl RemoteEvents for Relay<'_> {
                         if matches!(other, AgentEvent::AgentStart) {
                             *self.started.lock().unwrap_or_else(|e| e.into_inner()) = true;
                         }
+                        let shows_prompt = matches!(other, AgentEvent::TurnStart);
                         self.ctx.emit(other).await;
+                        let stored = shows_prompt
+                            .then(|| self.stored.lock().unwrap_or_else(|e| e.into_inner()).take())
+                            .flatten();
+                        if let Some(message) = stored {
+                            self.ctx
+                                .emit(AgentEvent::MessageStart {
+                                    message: message.clone(),
+                                })
+                                .await;
+                            self.ctx.emit(AgentEvent::MessageEnd { message }).await;
+                        }
                     }
                 }
             }
@@ -295,19 +310,9 @@ pub(crate) async fn run(
     cancel: CancellationToken,
     elsewhere: Arc<dyn RunsElsewhere>,
 ) {
-    let mut prompt = match start {
-        // Images are not carried to workers yet: say so rather than send
-        // the text alone.
-        Start::Prompt(input) if !input.images.is_empty() => {
-            refuse(
-                &ctx,
-                "images are not sent to workers yet: send the text alone, or keep turns here ([temporal] turns = \"here\")",
-            )
-            .await;
-            return;
-        }
-        Start::Prompt(input) => Some(input.message),
-        Start::Resume => None,
+    let (mut prompt, mut stored) = match start {
+        Start::Prompt(input) => prompt_of(&ctx, input).await,
+        Start::Resume => (None, None),
     };
     loop {
         ctx.flush_log().await;
@@ -327,8 +332,18 @@ pub(crate) async fn run(
             cancel: &cancel,
             held_end: Mutex::new(None),
             started: Mutex::new(false),
+            stored: Mutex::new(stored.clone()),
         };
         let ran = elsewhere.run(run, &relay).await;
+        // The run there began after the stored message: its end lists it
+        // first, as a run here lists its prompt.
+        let shown = stored.take().filter(|_| {
+            relay
+                .stored
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+        });
         reload(&ctx).await;
         let end = relay
             .held_end
@@ -337,6 +352,10 @@ pub(crate) async fn run(
             .take();
         let started = *relay.started.lock().unwrap_or_else(|e| e.into_inner());
         let end = match (ran, end) {
+            (Ok(()), Some(AgentEvent::AgentEnd { mut messages })) => {
+                messages.splice(0..0, shown);
+                AgentEvent::AgentEnd { messages }
+            }
             (Ok(()), Some(end)) => end,
             (ran, end) => {
                 let reason = ran
@@ -383,8 +402,21 @@ pub(crate) async fn run(
             follow_up,
         })
         .await;
-        prompt = Some(next.message);
+        (prompt, stored) = prompt_of(&ctx, next).await;
     }
+}
+
+/// What a run elsewhere is started with for `input`: its text, or, for a
+/// message with images, nothing (the message is stored in the session
+/// first and the run there answers it: images do not travel in a turn's
+/// input), with the stored message to show the host when the run starts.
+async fn prompt_of(ctx: &RunCtx, input: UserInput) -> (Option<String>, Option<Message>) {
+    if input.images.is_empty() {
+        return (Some(input.message), None);
+    }
+    let message = ctx.user_message(input);
+    ctx.store_message(message.clone()).await;
+    (None, Some(message))
 }
 
 /// Whether a run elsewhere is offered `tool` to run here: a tool the host
@@ -410,18 +442,6 @@ fn remote_tools(
             })
         })
         .collect()
-}
-
-/// Ends a run that was never started elsewhere, saying why.
-async fn refuse(ctx: &RunCtx, reason: &str) {
-    ctx.emit(AgentEvent::AgentStart).await;
-    let failed = say_failed(ctx, reason.to_owned()).await;
-    lock(&ctx.shared).running = false;
-    ctx.emit(AgentEvent::AgentEnd {
-        messages: vec![failed],
-    })
-    .await;
-    ctx.emit(AgentEvent::AgentSettled).await;
 }
 
 /// The session's tree as the log holds it now.

@@ -338,4 +338,38 @@ mod front_ends {
         let (out, _) = a.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_prompt_with_an_image_reaches_the_model_on_a_worker() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        mock.push(MockResponse::text("A pixel."));
+        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+        a.ok(json!({"type": "prompt", "message": "what is this?",
+            "images": [{"type": "image", "data": png, "mimeType": "image/png"}]}))
+            .await;
+        let end = a.event("agent_end").await;
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        // The run's end lists the user's message, image and all, then the
+        // worker's answer.
+        assert_eq!(end["messages"][0]["content"][1]["type"], "image", "{end}");
+        assert!(end["messages"][1].to_string().contains("A pixel."), "{end}");
+        // The worker's model call carried the image, once.
+        let body = mock.last_request().unwrap().body.to_string();
+        assert_eq!(body.matches(png).count(), 1, "{body}");
+        let messages = a.ok(json!({"type": "get_messages"})).await;
+        assert_eq!(
+            messages["messages"].as_array().unwrap().len(),
+            2,
+            "{messages:#}"
+        );
+        let (out, _) = a.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    }
 }

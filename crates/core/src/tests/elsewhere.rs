@@ -230,8 +230,11 @@ async fn a_message_queued_meanwhile_is_the_next_run_elsewhere() {
 }
 
 #[tokio::test]
-async fn a_prompt_with_images_is_refused_rather_than_sent_without_them() {
-    let (mut h, scripted) = elsewhere(Scripted::default());
+async fn a_prompt_with_images_is_stored_here_and_answered_there() {
+    let (mut h, scripted) = elsewhere(Scripted {
+        script: a_run("a cat"),
+        ..Scripted::default()
+    });
     let mut input = UserInput::text("what is this?");
     input.images.push(keel_protocol::ImageContent {
         kind: "image".into(),
@@ -240,12 +243,34 @@ async fn a_prompt_with_images_is_refused_rather_than_sent_without_them() {
     });
     h.session.submit(Op::Prompt(input)).await.unwrap();
     let events = h.run_to_end().await;
-    let text = format!("{events:?}");
+    // The run there was started without a prompt: it answers the stored one.
+    assert_eq!(*scripted.prompts.lock().unwrap(), [None]);
+    // The message, images and all, was stored (and flushed) before.
+    let stored = format!("{:?}", h.log.entries());
     assert!(
-        text.contains("images are not sent to workers yet"),
-        "{text}"
+        stored.contains("aGk=") && stored.contains("what is this?"),
+        "{stored}"
     );
-    assert!(scripted.prompts.lock().unwrap().is_empty());
+    // The host sees it where a prompt shows: after the run's turn_start.
+    let names: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
+    assert_eq!(
+        names,
+        [
+            "agent_start",
+            "turn_start",
+            "message_start",
+            "message_end",
+            "message_end",
+            "agent_end"
+        ]
+    );
+    assert!(format!("{:?}", events[3]).contains("aGk="));
+    // The run's end lists the user's message first, then the answer.
+    let AgentEvent::AgentEnd { messages } = &events[5] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(messages.len(), 2);
+    assert!(matches!(messages[0], Message::User { .. }), "{messages:?}");
 }
 
 /// A session whose `watch` hears what the test sends.
