@@ -48,6 +48,10 @@ pub struct RemoteRun {
     /// front-end's MCP servers'): offered there, run here through
     /// [`RemoteEvents::run_tool`].
     pub tools: Vec<RemoteTool>,
+    /// The session's model id (`None`: it has none here) and thinking
+    /// level, as the host set them: the run there uses them.
+    pub model: Option<String>,
+    pub thinking: keel_protocol::ThinkingLevel,
 }
 
 /// A tool of this side offered to a run elsewhere.
@@ -325,6 +329,8 @@ pub(crate) async fn run(
                 base_leaf: s.tree.leaf().map(str::to_owned),
                 interrupt: cancel.clone(),
                 tools: remote_tools(&s.tools, ctx.deps.gate.as_ref()),
+                model: Some(s.config.model.id.clone()).filter(|id| !id.is_empty()),
+                thinking: s.config.thinking_level,
             }
         };
         let relay = Relay {

@@ -34,6 +34,10 @@ pub struct TurnInput {
     /// The model id the front-end was asked for (`None`: the worker's).
     #[serde(default)]
     pub model: Option<String>,
+    /// The thinking level the front-end's session has (`off`, `low`, …;
+    /// `None`: the worker's).
+    #[serde(default)]
+    pub thinking: Option<String>,
     /// The approval mode the front-end was asked for (`None`: the
     /// workspace's stored mode).
     #[serde(default)]

@@ -76,7 +76,10 @@ impl RunsElsewhere for OnWorkers {
             prompt: run.prompt,
             base_leaf: run.base_leaf,
             log_from: after,
-            model: self.model.clone(),
+            // The session's model as the host set it, else the one this
+            // front-end was started with.
+            model: run.model.clone().or_else(|| self.model.clone()),
+            thinking: Some(run.thinking.as_str().to_owned()),
             approval_mode: None,
             tools: run.tools.iter().map(front_end_tool).collect(),
         };

@@ -51,6 +51,7 @@ pub async fn run(
         base_leaf,
         log_from: after,
         model: args.model.model.clone(),
+        thinking: args.model.thinking.clone(),
         approval_mode: args
             .approval_mode
             .map(|m| keel_core::keel_approvals::Mode::from(m).to_string()),

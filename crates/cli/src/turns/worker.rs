@@ -347,6 +347,9 @@ impl WorkerTurns {
         if let Some(id) = &turn.model {
             model.model = Some(id.clone());
         }
+        if let Some(level) = &turn.thinking {
+            model.thinking = Some(level.clone());
+        }
         let resolved = resolve(&self.global, &model)?;
         let provider = build_provider(&resolved)?;
         let settings = crate::config::Settings::load(&self.global)?.file;

@@ -14,10 +14,11 @@ mod front_ends {
     use serde_json::json;
 
     use crate::suite::app_server::AppServer;
-    use crate::suite::cluster::durable::{Cluster, deploy_turn, kill9};
+    use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
     use crate::suite::cluster_turns::on_workers::{
         each_message_once, rpc_front_end, runs_the_turn, turn_worker,
     };
+    use crate::suite::rpc::Rpc;
 
     /// `keel app-server` on the cluster from a home of its own, handshake
     /// done.
@@ -369,6 +370,59 @@ mod front_ends {
             2,
             "{messages:#}"
         );
+        let (out, _) = a.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_model_and_thinking_level_a_host_sets_are_the_workers() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        mock.push(MockResponse::text("from two"));
+        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        // Front-end and worker have the same catalogue, with a second
+        // model that reasons.
+        let config = format!(
+            "[model]\nprovider = \"mock\"\nid = \"mock-model\"\n\n\
+             [providers.mock]\ndialect = \"openai-completions\"\nbase_url = \"{}\"\n\
+             supports_reasoning_effort = true\n\n\
+             [[models]]\nprovider = \"mock\"\nid = \"mock-model-2\"\nreasoning = true\n",
+            mock.base_url()
+        );
+        for home in &homes {
+            std::fs::write(home.path().join("config.toml"), &config).unwrap();
+        }
+        let mut worker = c
+            .keel_at(homes[0].path(), homes[0].path())
+            .env("RUST_LOG", "keel_temporal=info,keel=info")
+            .arg("worker")
+            .spawn()
+            .await
+            .unwrap();
+        worker
+            .wait_for_stderr(HANG, |l| l.contains("the worker is polling"))
+            .await
+            .unwrap();
+        let mut a = Rpc::start(
+            c.keel_at(homes[1].path(), ws.path())
+                .env("RUST_LOG", "keel=info")
+                .args(["--mode", "rpc"]),
+        )
+        .await;
+        a.ok(json!({"type": "set_model", "provider": "mock", "modelId": "mock-model-2"}))
+            .await;
+        a.ok(json!({"type": "set_thinking_level", "level": "high"}))
+            .await;
+        a.ok(json!({"type": "prompt", "message": "hi"})).await;
+        let end = a.event("agent_end").await;
+        assert!(end.to_string().contains("from two"), "{end}");
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        let body = mock.last_request().unwrap().body;
+        assert_eq!(body["model"], "mock-model-2", "{body:#}");
+        assert_eq!(body["reasoning_effort"], "high", "{body:#}");
         let (out, _) = a.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
