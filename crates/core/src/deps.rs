@@ -146,6 +146,14 @@ pub trait ApprovalGate: Send + Sync {
         Vec::new()
     }
 
+    /// The approval mode the gate's front end judges `call`'s session by
+    /// (the app-server's per-thread policy), for a run elsewhere to use;
+    /// `None`: the workspace's.
+    fn session_mode(&self, call: &ToolCallInfo) -> Option<keel_approvals::Mode> {
+        let _ = call;
+        None
+    }
+
     /// What the gate's front end says of `tool` when the host serves it
     /// (its declared class), for a run elsewhere that asks this side to
     /// run it; `None` for tools the host does not serve.

@@ -52,6 +52,9 @@ pub struct RemoteRun {
     /// level, as the host set them: the run there uses them.
     pub model: Option<String>,
     pub thinking: keel_protocol::ThinkingLevel,
+    /// The approval mode this side judges the session's calls by, when it
+    /// has one of its own (the app-server's per-thread policy).
+    pub approval_mode: Option<keel_approvals::Mode>,
 }
 
 /// A tool of this side offered to a run elsewhere.
@@ -331,6 +334,15 @@ pub(crate) async fn run(
                 tools: remote_tools(&s.tools, ctx.deps.gate.as_ref()),
                 model: Some(s.config.model.id.clone()).filter(|id| !id.is_empty()),
                 thinking: s.config.thinking_level,
+                approval_mode: ctx.deps.gate.session_mode(&crate::deps::ToolCallInfo {
+                    session_id: s.config.session_id.clone(),
+                    call_id: String::new(),
+                    tool_name: String::new(),
+                    args: serde_json::Value::Null,
+                    cwd: s.config.cwd.clone(),
+                    write_target: None,
+                    hints: None,
+                }),
             }
         };
         let relay = Relay {

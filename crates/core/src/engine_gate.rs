@@ -409,6 +409,10 @@ fn recovery_of(row: &ApprovalRecord) -> Recovery {
 
 #[async_trait::async_trait]
 impl ApprovalGate for EngineGate {
+    fn session_mode(&self, call: &ToolCallInfo) -> Option<keel_approvals::Mode> {
+        self.frontend().mode(call)
+    }
+
     fn host_hints(&self, tool: &str) -> Option<keel_tools::ToolHints> {
         let class = self.frontend().host_class(tool)?;
         Some(keel_tools::ToolHints {

@@ -80,7 +80,7 @@ impl RunsElsewhere for OnWorkers {
             // front-end was started with.
             model: run.model.clone().or_else(|| self.model.clone()),
             thinking: Some(run.thinking.as_str().to_owned()),
-            approval_mode: None,
+            approval_mode: run.approval_mode.map(|m| m.to_string()),
             tools: run.tools.iter().map(front_end_tool).collect(),
         };
         lock(&self.own).insert(turn.turn_id.clone());

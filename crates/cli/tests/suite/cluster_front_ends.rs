@@ -426,4 +426,43 @@ mod front_ends {
         let (out, _) = a.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_threads_approval_policy_is_the_workers() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                "f1",
+                "write",
+                json!({"path": "hello.txt", "content": "hello\n"}),
+            )]),
+            MockResponse::text("Created hello.txt."),
+        ]);
+        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
+        // `untrusted` asks before a write in the workspace, which the
+        // workspace's own mode lets through.
+        let thread = a.start_thread(ws.path(), "untrusted").await;
+        let turn = a.start_turn(&thread, "create hello.txt").await;
+        let asked = a.server_request().await;
+        assert_eq!(
+            asked["method"], "item/fileChange/requestApproval",
+            "{asked:#}"
+        );
+        assert!(!ws.path().join("hello.txt").exists());
+        a.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
+            .await;
+        let completed = a.finish_turn(&turn, "accept").await;
+        assert_eq!(completed["status"], "completed", "{completed:#}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("hello.txt")).unwrap(),
+            "hello\n"
+        );
+        a.close().await;
+    }
 }
