@@ -3,7 +3,8 @@
 //! With a Temporal cluster configured (`--temporal`, `KEEL_TEMPORAL_ADDRESS`,
 //! `[temporal] address`), every call a turn here holds gets its
 //! `keel.approval` workflow (started when the wait starts, nudged when it
-//! ends here), so a `keel worker` expires it on its durable timer even when
+//! ends here; a child of the turn's `keel.turn` workflow when the turn
+//! runs on a worker, else a workflow of its own), so a `keel worker` expires it on its durable timer even when
 //! this process dies while it waits, and the reconcile loop covers it. The
 //! turn itself still runs here and still ends its wait on the row. Owns
 //! the [`keel_core::DurableWaits`] implementation; the client calls run in
@@ -76,7 +77,10 @@ mod engine {
     use tokio::sync::mpsc;
 
     pub(super) enum Job {
-        Start(String),
+        Start {
+            request_id: String,
+            session_id: String,
+        },
         Nudge(String),
         /// Answered once every job before it was made.
         Drained(tokio::sync::oneshot::Sender<()>),
@@ -108,8 +112,11 @@ mod engine {
     }
 
     impl keel_core::DurableWaits for TemporalWaits {
-        fn waiting(&self, request_id: &str) {
-            self.send(Job::Start(request_id.to_owned()));
+        fn waiting(&self, request_id: &str, session_id: &str) {
+            self.send(Job::Start {
+                request_id: request_id.to_owned(),
+                session_id: session_id.to_owned(),
+            });
         }
 
         fn ended(&self, request_id: &str) {
@@ -127,8 +134,11 @@ mod engine {
                     let _ = done.send(());
                     continue;
                 }
-                Job::Start(id) => (id, true),
-                Job::Nudge(id) => (id, false),
+                Job::Start {
+                    request_id,
+                    session_id,
+                } => (request_id, Some(session_id)),
+                Job::Nudge(id) => (id, None),
             };
             if client.is_none() {
                 match TemporalClient::connect(&settings, &crate::cluster::identity("turns")).await {
@@ -140,8 +150,9 @@ mod engine {
                 }
             }
             let Some(c) = client.as_ref() else { continue };
-            let made = if start {
-                c.start_approval_wait(&id).await
+            let made = if let Some(session_id) = &start {
+                // A child of the session's turn when a worker runs it.
+                c.start_wait_in_turn(session_id, &id).await
             } else {
                 match c.nudge(&id).await {
                     // Not started (Temporal was down then): nothing to nudge.

@@ -16,10 +16,10 @@ use std::sync::{Arc, OnceLock};
 
 /// Where held calls' waits are kept beyond this process.
 pub trait DurableWaits: Send + Sync {
-    /// The gate is about to wait on stored request `request_id`: make its
-    /// wait durable (idempotent: a request waited on again after a
-    /// restart is the same wait).
-    fn waiting(&self, request_id: &str);
+    /// The gate is about to wait on stored request `request_id`, held by
+    /// a turn of `session_id`: make its wait durable (idempotent: a
+    /// request waited on again after a restart is the same wait).
+    fn waiting(&self, request_id: &str, session_id: &str);
 
     /// The wait on `request_id` ended in this process (its row says how):
     /// let the durable wait look at the row now rather than at its timer.

@@ -468,7 +468,7 @@ impl ApprovalGate for EngineGate {
         // with durable waits, kept by an engine that outlives this process).
         let durable = crate::durable::durable_waits();
         if let Some(d) = durable {
-            d.waiting(approval_id);
+            d.waiting(approval_id, &call.session_id);
         }
         let guard = frontend.held(&request, call).await;
         // The wait ends on a decision or expiry; a cancelled run drops this

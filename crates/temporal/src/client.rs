@@ -97,6 +97,40 @@ impl TemporalClient {
         Ok(())
     }
 
+    /// Makes the wait on `request_id`, held by a turn of `session_id`, a
+    /// child of that turn's workflow when one runs (it signals `held`);
+    /// else a workflow of its own ([`Self::start_approval_wait`]), as for
+    /// a turn that runs in a front-end.
+    pub async fn start_wait_in_turn(&self, session_id: &str, request_id: &str) -> Result<()> {
+        let id = turn_workflow_id(session_id);
+        let signalled = self
+            .client
+            .get_workflow_handle::<TurnWorkflow>(id.clone())
+            .signal(
+                TurnWorkflow::held,
+                request_id.to_owned(),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .map_err(|e| interaction_error(id, e));
+        match signalled {
+            Err(Error::NotFound(_)) => self.start_approval_wait(request_id).await,
+            other => other,
+        }
+    }
+
+    /// The workflow the wait on `request_id` is a child of (`None`: none).
+    pub async fn approval_wait_parent(&self, request_id: &str) -> Result<Option<String>> {
+        let id = approval_workflow_id(request_id);
+        let described = self
+            .client
+            .get_workflow_handle::<ApprovalWorkflow>(id.clone())
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .map_err(|e| interaction_error(id, e))?;
+        Ok(described.parent_id().map(str::to_owned))
+    }
+
     /// Tells the wait on `request_id` to look at its row again.
     pub async fn nudge(&self, request_id: &str) -> Result<()> {
         let id = approval_workflow_id(request_id);

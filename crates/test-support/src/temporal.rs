@@ -119,7 +119,9 @@ impl TemporalServer {
     }
 
     /// Starts the server; when a port it was given turned out to be taken,
-    /// tries again with others (never another frontend port once it has
+    /// or a server that never answered yet fails to start for any reason
+    /// (under load a first start can fail in ways it does not name), tries
+    /// again with other ports (never another frontend port once it has
     /// answered: clients hold that address).
     fn launch(&mut self) -> anyhow::Result<()> {
         let mut attempt = 1;
@@ -131,7 +133,8 @@ impl TemporalServer {
                 }
                 Err(e)
                     if attempt < START_ATTEMPTS
-                        && self.log_tail().contains("address already in use") =>
+                        && (!self.started
+                            || self.log_tail().contains("address already in use")) =>
                 {
                     self.kill();
                     attempt += 1;
@@ -139,7 +142,7 @@ impl TemporalServer {
                     if !self.started {
                         self.port = free_port()?;
                     }
-                    eprintln!("the Temporal dev server found a port taken ({e:#}); trying again");
+                    eprintln!("the Temporal dev server did not start ({e:#}); trying again");
                 }
                 Err(e) => return Err(e),
             }

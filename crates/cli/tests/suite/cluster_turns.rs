@@ -655,5 +655,18 @@ pub(crate) mod on_workers {
             .await
             .expect("the worker never finished the turn");
         each_message_once(&mock);
+        // The call's wait was a child of the turn's workflow.
+        let parent = async {
+            loop {
+                if let Ok(Some(parent)) = c.client.approval_wait_parent(&id).await {
+                    return parent;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        let parent = tokio::time::timeout(HANG, parent)
+            .await
+            .expect("the call's wait has no parent");
+        assert!(parent.starts_with("keel-turn-"), "{parent}");
     }
 }

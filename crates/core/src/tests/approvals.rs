@@ -443,7 +443,8 @@ async fn without_an_engine_every_call_is_denied_with_the_reason() {
 struct DurableLog(Mutex<Vec<(&'static str, String)>>);
 
 impl crate::DurableWaits for DurableLog {
-    fn waiting(&self, request_id: &str) {
+    fn waiting(&self, request_id: &str, session_id: &str) {
+        assert!(!session_id.is_empty());
         self.0
             .lock()
             .unwrap()
