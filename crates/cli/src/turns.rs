@@ -17,6 +17,8 @@
 //! protocols.
 
 #[cfg(feature = "temporal")]
+mod fence;
+#[cfg(feature = "temporal")]
 mod following;
 #[cfg(feature = "temporal")]
 pub mod frontend;

@@ -15,7 +15,11 @@
 //! turn and which try of it wrote the event; `event` is the event as JSON
 //! text. Rows of turns before the last finished one are deleted when a
 //! turn ends ([`EventLog::forget_before`]), so the table holds about one
-//! turn per session. Every append notifies [`CHANNEL`] with the session id at commit,
+//! turn per session. Beside the log, `keel_turn_tries` says which try of
+//! a session's turn may still act ([`EventLog::claim_try`],
+//! [`EventLog::holds_try`]): a try given up on (its worker paused or cut
+//! off while the server gave the turn to another) finds out before it
+//! runs a call. Every append notifies [`CHANNEL`] with the session id at commit,
 //! so followers wake at once; they also look every [`FOLLOW_POLL`], so a
 //! notification lost while their listening connection was down costs that
 //! long. It must not know what the events mean.
@@ -38,6 +42,16 @@ pub(crate) const SCHEMA: &str = r#"
         at_ms      BIGINT NOT NULL,
         event      TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
+    );
+"#;
+
+/// The schema step that adds the tries table: per session, the turn and
+/// the try that may still act ([`EventLog::claim_try`]).
+pub(crate) const TRIES_SCHEMA: &str = r#"
+    CREATE TABLE keel_turn_tries (
+        session_id TEXT PRIMARY KEY,
+        turn       TEXT NOT NULL,
+        attempt    INTEGER NOT NULL
     );
 "#;
 
@@ -151,6 +165,46 @@ impl EventLog {
             .await
             .map_err(|e| Error::Events(e.to_string()))?;
         Ok(u64::try_from(last).unwrap_or(0))
+    }
+
+    /// Makes try `attempt` of `turn` the one of `session_id` that may act:
+    /// false when a later try of the same turn already claimed it (this
+    /// one was given up on and must touch nothing). A new turn always
+    /// claims.
+    pub async fn claim_try(&self, session_id: &str, turn: &str, attempt: u32) -> Result<bool> {
+        let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+        let claimed = self
+            .pool
+            .with(async |c| {
+                c.execute(
+                    "INSERT INTO keel_turn_tries (session_id, turn, attempt) VALUES ($1, $2, $3) \
+                     ON CONFLICT (session_id) DO UPDATE SET turn = EXCLUDED.turn, attempt = EXCLUDED.attempt \
+                     WHERE keel_turn_tries.turn <> EXCLUDED.turn OR keel_turn_tries.attempt <= EXCLUDED.attempt",
+                    &[&session_id, &turn, &attempt],
+                )
+                .await
+            })
+            .await
+            .map_err(|e| Error::Events(e.to_string()))?;
+        Ok(claimed == 1)
+    }
+
+    /// Whether try `attempt` of `turn` is still the one of `session_id`
+    /// that may act (a later try has not claimed it since).
+    pub async fn holds_try(&self, session_id: &str, turn: &str, attempt: u32) -> Result<bool> {
+        let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+        let rows = self
+            .pool
+            .with(async |c| {
+                c.query(
+                    "SELECT 1 FROM keel_turn_tries WHERE session_id = $1 AND turn = $2 AND attempt = $3",
+                    &[&session_id, &turn, &attempt],
+                )
+                .await
+            })
+            .await
+            .map_err(|e| Error::Events(e.to_string()))?;
+        Ok(!rows.is_empty())
     }
 
     /// Forgets `session_id`'s events numbered below `seq` (a finished
@@ -351,6 +405,27 @@ mod tests {
             seen.extend(batch.into_iter().map(|e| e.seq));
         }
         assert_eq!(seen, (1..=80).collect::<Vec<u64>>());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_later_try_fences_an_earlier_one_of_the_same_turn() {
+        let Some((_server, log)) = log().await else {
+            return;
+        };
+        assert!(log.claim_try("s", "t1", 1).await.unwrap());
+        assert!(log.holds_try("s", "t1", 1).await.unwrap());
+        assert!(log.claim_try("s", "t1", 2).await.unwrap());
+        assert!(!log.holds_try("s", "t1", 1).await.unwrap());
+        // The earlier try, back from a pause, cannot take it again.
+        assert!(!log.claim_try("s", "t1", 1).await.unwrap());
+        assert!(log.holds_try("s", "t1", 2).await.unwrap());
+        // The same try may claim again; a new turn always claims.
+        assert!(log.claim_try("s", "t1", 2).await.unwrap());
+        assert!(log.claim_try("s", "t2", 1).await.unwrap());
+        assert!(!log.holds_try("s", "t1", 2).await.unwrap());
+        // Other sessions are apart.
+        assert!(log.claim_try("other", "t9", 5).await.unwrap());
+        assert!(log.holds_try("s", "t2", 1).await.unwrap());
     }
 
     #[tokio::test(flavor = "multi_thread")]

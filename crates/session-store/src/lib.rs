@@ -33,6 +33,7 @@ mod format;
 pub mod home_files;
 mod ids;
 mod load;
+mod migrations;
 mod pool;
 mod store;
 mod summary;

@@ -13,7 +13,9 @@
 //! model never answered is answered ([`keel_core::SessionHandle::answer_pending`]).
 //! Every event of the session, and the gate's side of each held call
 //! ([`super::LogRecord`]), is appended to the session's event log before
-//! the try reports; a later try first closes what a dead one left open
+//! the try reports; each try claims the turn first, and its gate lets no
+//! call run once a later try has claimed it (`super::fence`); a later try
+//! first closes what a dead one left open
 //! ([`super::closing_events`]). A front-end's interrupt (an
 //! `interrupt_requested` record of the turn in the log, followed from where
 //! the turn began) aborts the run. When the try must stop (the activity
@@ -36,6 +38,7 @@ use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::fence::{FencedGate, Try};
 use super::{LogRecord, Logged, closing_events, prompt_stored};
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, resolve};
@@ -145,6 +148,15 @@ impl WorkerTurns {
                 cwd.display()
             );
         }
+        // This try is the turn's now; a try it replaces, should it come
+        // back, finds that out before it runs a call (`super::fence`).
+        if !self
+            .log
+            .claim_try(&turn.session_id, &turn.turn_id, attempt)
+            .await?
+        {
+            bail!("a later try of this turn runs already; this one stops");
+        }
         let (records_tx, records) = mpsc::channel(RECORDS_CAPACITY);
         let mut sink = Sink {
             log: self.log,
@@ -155,7 +167,7 @@ impl WorkerTurns {
             records,
             records_tx,
         };
-        let (mut session, writer, engine) = self.open(turn, &cwd, &sink).await?;
+        let (mut session, writer, engine) = self.open(turn, attempt, &cwd, &sink).await?;
         self.close_dead_try(&mut sink, turn.log_from, engine.as_ref())
             .await?;
         // No prompt: the turn goes on with what the session holds.
@@ -336,6 +348,7 @@ impl WorkerTurns {
     async fn open(
         &self,
         turn: &TurnInput,
+        attempt: u32,
         cwd: &Path,
         sink: &Sink,
     ) -> anyhow::Result<(
@@ -381,7 +394,15 @@ impl WorkerTurns {
             tree: Some(tree),
             retry: resolved.retry,
             compaction: resolved.compaction,
-            gate,
+            gate: Arc::new(FencedGate::new(
+                gate,
+                Try {
+                    log: self.log,
+                    session_id: turn.session_id.clone(),
+                    turn_id: turn.turn_id.clone(),
+                    attempt,
+                },
+            )),
             sandbox,
             // The front-end's own tools, run there.
             extra_tools: super::proxy::proxies(turn, &own_tool_names(), self.log, &sink.records_tx),

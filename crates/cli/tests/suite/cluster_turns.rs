@@ -239,6 +239,58 @@ pub(crate) mod on_workers {
     }
 
     #[tokio::test(flavor = "multi_thread")]
+    async fn a_paused_worker_that_comes_back_does_not_run_the_call_again() {
+        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+            return;
+        };
+        let mock = MockModelServer::start().await;
+        mock.push_all([
+            MockResponse::tool_calls(vec![keel_test_support::tool_call(
+                "p1",
+                "bash",
+                json!({"command": "keel-test-unknown-program --deploy; echo ran >> runs.txt"}),
+            )]),
+            MockResponse::text("deployed"),
+        ]);
+        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let ws = tempfile::tempdir().unwrap();
+        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let mut front = exec(&c, homes[2].path(), ws.path(), "deploy")
+            .spawn()
+            .await
+            .unwrap();
+        let id = held_call(&mut front).await;
+        let (paused, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        };
+        // The worker running the turn stops answering (as one cut off
+        // from the cluster would): after the heartbeat timeout the server
+        // gives the turn to the other, which waits on the same call.
+        paused.signal("STOP").await.unwrap();
+        assert!(runs_the_turn(&mut other, HANG).await);
+        let approved = c
+            .keel()
+            .args(["approvals", "approve", &id])
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        // The paused worker comes back to a decided call in a try that was
+        // replaced: it must not run the call a second time.
+        paused.signal("CONT").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let runs = std::fs::read_to_string(ws.path().join("runs.txt")).unwrap();
+        assert_eq!(runs, "ran\n", "the call ran more than once");
+        kill9(paused).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
     async fn a_draining_worker_leaves_its_waiting_turn_to_another_at_once() {
         let Some(HeldTurn {
             c,
