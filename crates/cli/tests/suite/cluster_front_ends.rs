@@ -20,6 +20,30 @@ mod front_ends {
     };
     use crate::suite::rpc::Rpc;
 
+    /// A cluster, a mock model, `n` homes (a machine each) and the
+    /// workspace they share.
+    struct Machines {
+        c: Cluster,
+        mock: MockModelServer,
+        homes: Vec<tempfile::TempDir>,
+        ws: tempfile::TempDir,
+    }
+
+    async fn machines(n: usize) -> Option<Machines> {
+        Some(Machines {
+            c: Cluster::start(Duration::from_secs(3600)).await?,
+            mock: MockModelServer::start().await,
+            homes: (0..n).map(|_| tempfile::tempdir().unwrap()).collect(),
+            ws: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    /// Closes an RPC front-end's stdin; it exits 0.
+    async fn finished(front: Rpc) {
+        let (out, _) = front.finish().await;
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    }
+
     /// `keel app-server` on the cluster from a home of its own, handshake
     /// done.
     async fn app_server_front_end(
@@ -71,13 +95,10 @@ mod front_ends {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn app_server_front_ends_run_their_turns_on_workers_and_outlive_a_dead_one() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(4).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         deploy_turn(&mock, "p1");
-        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
 
@@ -150,14 +171,11 @@ mod front_ends {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_front_end_opened_mid_turn_sees_it_and_decides_its_call_while_the_worker_dies() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(4).await else {
             return;
         };
         let reference = in_process_sequence("b1").await;
-        let mock = MockModelServer::start().await;
         deploy_turn(&mock, "b1");
-        let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
         let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
@@ -226,13 +244,10 @@ mod front_ends {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn an_rpc_front_end_with_the_session_open_sees_another_ones_turn_and_decides_its_call() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(3).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         deploy_turn(&mock, "w1");
-        let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         // A names the session; B opens it before A's turn starts.
         let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
@@ -275,18 +290,15 @@ mod front_ends {
             "{messages:#}"
         );
         each_message_once(&mock);
-        for front in [a, b] {
-            let (out, _) = front.finish().await;
-            assert_eq!(out.code(), Some(0), "{}", out.stderr);
-        }
+        finished(a).await;
+        finished(b).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_host_tool_called_by_a_worker_run_turn_is_run_by_the_front_ends_host() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         mock.push_all([
             MockResponse::tool_calls(vec![tool_call(
                 "h1",
@@ -295,8 +307,6 @@ mod front_ends {
             )]),
             MockResponse::text("The host said hello."),
         ]);
-        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
         a.ok(json!({"type": "set_host_tools", "tools": [{
@@ -336,19 +346,15 @@ mod front_ends {
                 .to_string()
                 .contains("host says: hello")
         );
-        let (out, _) = a.finish().await;
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        finished(a).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_prompt_with_an_image_reaches_the_model_on_a_worker() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         mock.push(MockResponse::text("A pixel."));
-        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
         let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
@@ -370,19 +376,15 @@ mod front_ends {
             2,
             "{messages:#}"
         );
-        let (out, _) = a.finish().await;
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        finished(a).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn the_model_and_thinking_level_a_host_sets_are_the_workers() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         mock.push(MockResponse::text("from two"));
-        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         // Front-end and worker have the same catalogue, with a second
         // model that reasons.
         let config = format!(
@@ -423,16 +425,14 @@ mod front_ends {
         let body = mock.last_request().unwrap().body;
         assert_eq!(body["model"], "mock-model-2", "{body:#}");
         assert_eq!(body["reasoning_effort"], "high", "{body:#}");
-        let (out, _) = a.finish().await;
-        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        finished(a).await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_threads_approval_policy_is_the_workers() {
-        let Some(c) = Cluster::start(Duration::from_secs(3600)).await else {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
             return;
         };
-        let mock = MockModelServer::start().await;
         mock.push_all([
             MockResponse::tool_calls(vec![tool_call(
                 "f1",
@@ -441,8 +441,6 @@ mod front_ends {
             )]),
             MockResponse::text("Created hello.txt."),
         ]);
-        let homes: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-        let ws = tempfile::tempdir().unwrap();
         let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
         // `untrusted` asks before a write in the workspace, which the
