@@ -16,7 +16,7 @@ mod front_ends {
     use crate::suite::app_server::AppServer;
     use crate::suite::cluster::durable::{Cluster, HANG, deploy_turn, kill9};
     use crate::suite::cluster_turns::on_workers::{
-        each_message_once, rpc_front_end, runs_the_turn, turn_worker,
+        each_message_once, rpc_front_end, runs_the_turn, turn_worker, which_runs_the_turn,
     };
     use crate::suite::rpc::Rpc;
 
@@ -99,8 +99,8 @@ mod front_ends {
             return;
         };
         deploy_turn(&mock, "p1");
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
 
         let mut a = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
         let thread = a.start_thread(ws.path(), "on-request").await;
@@ -108,12 +108,7 @@ mod front_ends {
         let request = a.server_request().await;
         assert_eq!(request["method"], "item/commandExecution/requestApproval");
         assert_eq!(request["params"]["itemId"], "p1");
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (running, mut other) = which_runs_the_turn(one, two).await;
         // The worker dies with the call waiting; the client approves it in
         // the front-end, and the other worker finishes the turn.
         kill9(running).await;
@@ -176,8 +171,8 @@ mod front_ends {
         };
         let reference = in_process_sequence("b1").await;
         deploy_turn(&mock, "b1");
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let two = turn_worker(&c, &mock, homes[3].path(), &[]).await;
         let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
         let thread = a.start_thread(ws.path(), "on-request").await;
         let turn = a.start_turn(&thread, "deploy").await;
@@ -197,12 +192,7 @@ mod front_ends {
 
         // The worker running the turn dies while the call waits; B's client
         // answers meanwhile, and the other worker finishes the turn.
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (running, mut other) = which_runs_the_turn(one, two).await;
         kill9(running).await;
         b.send(json!({"id": asked["id"].clone(), "result": {"decision": "accept"}}))
             .await;

@@ -62,6 +62,19 @@ pub(crate) mod on_workers {
             .is_ok()
     }
 
+    /// Of two workers, the one that says it runs the turn, then the other.
+    pub(crate) async fn which_runs_the_turn(
+        mut one: KeelChild,
+        mut two: KeelChild,
+    ) -> (KeelChild, KeelChild) {
+        if runs_the_turn(&mut one, Duration::from_secs(2)).await {
+            (one, two)
+        } else {
+            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
+            (two, one)
+        }
+    }
+
     /// The approval id in the front-end's "held for approval" line.
     async fn held_call(front: &mut KeelChild) -> String {
         let line = front
@@ -103,19 +116,14 @@ pub(crate) mod on_workers {
         deploy_turn(&mock, "d1");
         let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), extra_worker_args).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), extra_worker_args).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), extra_worker_args).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), extra_worker_args).await;
         let mut front = exec(&c, homes[2].path(), ws.path(), "deploy")
             .spawn()
             .await
             .unwrap();
         let id = held_call(&mut front).await;
-        let (running, other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (running, other) = which_runs_the_turn(one, two).await;
         Some(HeldTurn {
             c,
             mock,
@@ -254,19 +262,14 @@ pub(crate) mod on_workers {
         ]);
         let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
         let mut front = exec(&c, homes[2].path(), ws.path(), "deploy")
             .spawn()
             .await
             .unwrap();
         let id = held_call(&mut front).await;
-        let (paused, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (paused, mut other) = which_runs_the_turn(one, two).await;
         // The worker running the turn stops answering (as one cut off
         // from the cluster would): after the heartbeat timeout the server
         // gives the turn to the other, which waits on the same call.
@@ -380,8 +383,8 @@ pub(crate) mod on_workers {
         ]);
         let homes: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
         let mut front = exec(&c, homes[2].path(), ws.path(), "answer me")
             .spawn()
             .await
@@ -390,12 +393,7 @@ pub(crate) mod on_workers {
             .wait_for_stdout(HANG, |l| l.contains("text_delta"))
             .await
             .unwrap();
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (running, mut other) = which_runs_the_turn(one, two).await;
         kill9(running).await;
         let out = front.wait().await.unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
@@ -537,8 +535,8 @@ pub(crate) mod on_workers {
         deploy_turn(&mock, "r1");
         let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let mut one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let mut two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
 
         // Front-end A: the host sees the held call as a call held here.
         let mut a = rpc_front_end(&c, &mock, homes[2].path(), ws.path(), &[]).await;
@@ -546,12 +544,7 @@ pub(crate) mod on_workers {
         let request = a.approval_request().await;
         let id = request["id"].as_str().unwrap().to_owned();
         assert_eq!(request["toolCallId"], "r1");
-        let (running, mut other) = if runs_the_turn(&mut one, Duration::from_secs(2)).await {
-            (one, two)
-        } else {
-            assert!(runs_the_turn(&mut two, Duration::from_secs(2)).await);
-            (two, one)
-        };
+        let (running, mut other) = which_runs_the_turn(one, two).await;
         // The worker dies with the call waiting; a third process decides.
         kill9(running).await;
         let approved = c
