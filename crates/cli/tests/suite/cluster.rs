@@ -41,6 +41,17 @@ pub(crate) mod durable {
     }
 
     impl Cluster {
+        /// `keel approvals approve ID` from a process of its own; it exits 0.
+        pub(crate) async fn approve(&self, id: &str) {
+            let approved = self
+                .keel()
+                .args(["approvals", "approve", id])
+                .run()
+                .await
+                .unwrap();
+            assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        }
+
         pub(crate) async fn start(ttl: Duration) -> Option<Self> {
             let pg = PostgresServer::start().await?;
             let temporal = TemporalServer::start()?;
@@ -254,13 +265,7 @@ pub(crate) mod durable {
 
         // Decided from a third process: the turn here goes on, and the
         // workflow the turn started for the wait ends with the decision.
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         rpc.tool_end("t1").await;
         rpc.event("agent_end").await;
         c.approved(&id).await;
@@ -333,13 +338,7 @@ pub(crate) mod durable {
         workflow_started(&c, &id).await;
         // Machine A dies with the call waiting; it is approved meanwhile.
         a.child.signal("KILL").await.unwrap();
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
 
         // Machine B opens the session: the cut-off turn goes on there, the
         // approved call runs once, the model answers.
@@ -398,13 +397,7 @@ pub(crate) mod durable {
         // The worker takes its first look, then dies mid-wait.
         kill9(c.worker_mid_wait().await).await;
 
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         assert_eq!(c.status(&id).await, Status::Approved);
 
         let worker = c.worker().await;

@@ -160,13 +160,7 @@ pub(crate) mod on_workers {
         front: KeelChild,
         mock: &MockModelServer,
     ) {
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(id).await;
         let out = front.wait().await.unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
         let types = event_types(&out.stdout);
@@ -198,13 +192,7 @@ pub(crate) mod on_workers {
         // The worker running the turn dies with the call waiting; the call
         // is approved from a third process meanwhile.
         kill9(running).await;
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         let out = front.wait().await.unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
         assert!(runs_the_turn(&mut other, Duration::from_secs(5)).await);
@@ -275,13 +263,7 @@ pub(crate) mod on_workers {
         // gives the turn to the other, which waits on the same call.
         paused.signal("STOP").await.unwrap();
         assert!(runs_the_turn(&mut other, HANG).await);
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         let out = front.wait().await.unwrap();
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
         // The paused worker comes back to a decided call in a try that was
@@ -547,13 +529,7 @@ pub(crate) mod on_workers {
         let (running, mut other) = which_runs_the_turn(one, two).await;
         // The worker dies with the call waiting; a third process decides.
         kill9(running).await;
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         a.tool_end("r1").await;
         let end = a.event("agent_end").await;
         assert!(end["messages"].to_string().contains("deployed"), "{end}");
@@ -672,13 +648,7 @@ pub(crate) mod on_workers {
             return;
         };
         kill9(front).await;
-        let approved = c
-            .keel()
-            .args(["approvals", "approve", &id])
-            .run()
-            .await
-            .unwrap();
-        assert_eq!(approved.code(), Some(0), "{}", approved.stderr);
+        c.approve(&id).await;
         // The worker finishes the turn: the session, listed from another
         // machine, holds the prompt, the call, its result and the answer.
         let finished = async {
