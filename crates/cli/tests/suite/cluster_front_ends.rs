@@ -453,4 +453,47 @@ mod front_ends {
         );
         a.close().await;
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_workflow_gate_asked_by_a_worker_run_turn_is_answered_by_the_host() {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
+            return;
+        };
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                "g1",
+                "ask_host",
+                json!({"question": "Approve plan?", "options": [
+                    {"value": "approve", "label": "Approve execution"},
+                    {"value": "reject", "label": "Reject"}]}),
+            )]),
+            MockResponse::text("Proceeding."),
+        ]);
+        let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a =
+            rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &["--rpc-gate-tool"]).await;
+        a.send(json!({"type": "prompt", "message": "plan it"}))
+            .await;
+        let gate = a
+            .wait_for("workflow_gate", |f| f["type"] == "workflow_gate")
+            .await;
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        let answered = a
+            .ok(
+                json!({"type": "workflow_gate_response", "gate_id": gate["gate_id"].clone(),
+                "answer": "approve"}),
+            )
+            .await;
+        assert_eq!(answered["status"], "accepted", "{answered}");
+        let end = a.event("tool_execution_end").await;
+        assert_eq!(
+            end["result"]["content"][0]["text"],
+            "The host answered: \"approve\""
+        );
+        a.event("agent_end").await;
+        // The worker's model read the host's answer.
+        let body = mock.last_request().unwrap().body.to_string();
+        assert!(body.contains("The host answered"), "{body}");
+        finished(a).await;
+    }
 }
