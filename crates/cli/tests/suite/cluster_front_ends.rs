@@ -496,4 +496,54 @@ mod front_ends {
         assert!(body.contains("The host answered"), "{body}");
         finished(a).await;
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn compaction_and_branches_of_a_front_end_shape_the_workers_context() {
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
+            return;
+        };
+        mock.push_all([
+            MockResponse::text("first answer"),
+            MockResponse::text("second answer"),
+            MockResponse::text("## Goal\nAnswer the questions."),
+            MockResponse::text("third answer"),
+            MockResponse::text("fourth answer"),
+        ]);
+        let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
+        a.prompt_and_wait("question one").await;
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        a.prompt_and_wait("question two").await;
+        // The front-end compacts (its own model call); the worker's next
+        // turn starts from the summary and the kept turn.
+        let compacted = a.ok(json!({"type": "compact"})).await;
+        assert_eq!(compacted["summary"], "## Goal\nAnswer the questions.");
+        a.prompt_and_wait("question three").await;
+        let context = mock.last_request().unwrap().body["messages"].to_string();
+        assert!(
+            context.contains("Answer the questions.") && context.contains("question two"),
+            "{context}"
+        );
+        assert!(!context.contains("question one"), "{context}");
+        // A branch from the third question: the worker's next turn goes on
+        // from before it.
+        let points = a.ok(json!({"type": "get_branch_messages"})).await;
+        let third = points["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["text"] == "question three")
+            .cloned()
+            .unwrap();
+        a.ok(json!({"type": "branch", "entryId": third["entryId"]}))
+            .await;
+        a.prompt_and_wait("question four").await;
+        let context = mock.last_request().unwrap().body["messages"].to_string();
+        assert!(
+            context.contains("question two") && context.contains("question four"),
+            "{context}"
+        );
+        assert!(!context.contains("question three"), "{context}");
+        finished(a).await;
+    }
 }
