@@ -19,14 +19,17 @@
 //! a session's turn may still act ([`EventLog::claim_try`],
 //! [`EventLog::holds_try`]): a try given up on (its worker paused or cut
 //! off while the server gave the turn to another) finds out before it
-//! runs a call. Every append notifies [`CHANNEL`] with the session id at commit,
-//! so followers wake at once; they also look every [`FOLLOW_POLL`], so a
-//! notification lost while their listening connection was down costs that
-//! long. It must not know what the events mean.
+//! runs a call. Every append notifies [`CHANNEL`] with the session id at
+//! commit. A process listens on one connection of its own, whatever the
+//! number of its followers (an app-server follows every session it has
+//! open), and passes each notification to them, so followers wake at
+//! once; they also look every [`FOLLOW_POLL`], so a notification lost
+//! while that connection was down costs that long. It must not know what
+//! the events mean.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 
 use crate::error::{Error, Result};
@@ -264,8 +267,7 @@ impl EventLog {
     }
 
     async fn follow_task(self, session_id: String, mut after: u64, tx: mpsc::Sender<StoredEvent>) {
-        let (wake_tx, mut wake) = mpsc::channel::<()>(1);
-        let listener = tokio::spawn(listen(self.pool, session_id.clone(), wake_tx));
+        let mut wake = wake_ups(self.pool);
         loop {
             match self.after(&session_id, after).await {
                 Ok(events) => {
@@ -273,7 +275,6 @@ impl EventLog {
                     for event in events {
                         after = event.seq;
                         if tx.send(event).await.is_err() {
-                            listener.abort();
                             return;
                         }
                     }
@@ -285,19 +286,49 @@ impl EventLog {
                     tracing::warn!(session = %session_id, error = %e, "cannot read the session's events; trying again")
                 }
             }
-            tokio::select! {
-                () = tx.closed() => break,
-                _ = wake.recv() => {}
-                () = tokio::time::sleep(FOLLOW_POLL) => {}
+            // Until this session's notification, a missed one (lagged),
+            // the listener's (re)connection, or the poll.
+            let poll = tokio::time::sleep(FOLLOW_POLL);
+            let mut poll = std::pin::pin!(poll);
+            loop {
+                tokio::select! {
+                    () = tx.closed() => return,
+                    () = &mut poll => break,
+                    woke = wake.recv() => match woke {
+                        Ok(id) if id == session_id || id.is_empty() => break,
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => {
+                            (&mut poll).await;
+                            break;
+                        }
+                    },
+                }
             }
         }
-        listener.abort();
     }
 }
 
-/// Wakes the follower of `session_id` on each notification for it, on a
-/// connection of its own, reconnecting when it drops.
-async fn listen(pool: &'static Pool, session_id: String, wake: mpsc::Sender<()>) {
+/// Notifications a process's followers share.
+const WAKE_UPS_CAPACITY: usize = 1024;
+
+/// The session ids appended to, as the process's one listening connection
+/// hears them (an empty id: it has just (re)connected, so anything may
+/// have been appended meanwhile). Started on first use.
+fn wake_ups(pool: &'static Pool) -> broadcast::Receiver<String> {
+    pool.notifications
+        .get_or_init(|| {
+            let (tx, _) = broadcast::channel(WAKE_UPS_CAPACITY);
+            tokio::spawn(listen(pool, tx.clone()));
+            tx
+        })
+        .subscribe()
+}
+
+/// Listens on [`CHANNEL`] on a connection of its own for as long as the
+/// process runs, reconnecting when it drops, and passes each notification
+/// on.
+async fn listen(pool: &'static Pool, wake: broadcast::Sender<String>) {
     loop {
         if let Ok((client, mut connection)) = pool.config().connect(tokio_postgres::NoTls).await {
             let statement = format!("LISTEN {CHANNEL}");
@@ -316,25 +347,19 @@ async fn listen(pool: &'static Pool, session_id: String, wake: mpsc::Sender<()>)
             };
             if ready {
                 // Something may have been appended before the LISTEN.
-                let _ = wake.try_send(());
+                let _ = wake.send(String::new());
                 loop {
                     match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                        Some(Ok(AsyncMessage::Notification(n))) if n.payload() == session_id => {
-                            let _ = wake.try_send(());
+                        Some(Ok(AsyncMessage::Notification(n))) => {
+                            let _ = wake.send(n.payload().to_owned());
                         }
                         Some(Ok(_)) => {}
                         Some(Err(_)) | None => break,
-                    }
-                    if wake.is_closed() {
-                        return;
                     }
                 }
             }
             // `client` lives to here: dropping it ends the connection.
             drop(client);
-        }
-        if wake.is_closed() {
-            return;
         }
         tokio::time::sleep(FOLLOW_POLL).await;
     }
@@ -426,6 +451,34 @@ mod tests {
         // Other sessions are apart.
         assert!(log.claim_try("other", "t9", 5).await.unwrap());
         assert!(log.holds_try("s", "t2", 1).await.unwrap());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn many_followers_share_one_listening_connection() {
+        let Some((_server, log)) = log().await else {
+            return;
+        };
+        let mut followers: Vec<_> = (0..20).map(|i| log.follow(&format!("s{i}"), 0)).collect();
+        log.append("s7", "t", 1, &texts(0..1)).await.unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(10), followers[7].recv())
+            .await
+            .expect("no event within 10 s")
+            .unwrap();
+        assert_eq!(event.seq, 1);
+        let listening: i64 = log
+            .pool
+            .with(async |c| {
+                c.query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+                    &[],
+                )
+                .await
+            })
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(listening, 1);
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -22,6 +22,9 @@ pub(crate) struct Pool {
     redacted: String,
     slots: Vec<Mutex<Option<Client>>>,
     next: AtomicUsize,
+    /// The process's one listening connection's notifications, for the
+    /// module that listens (started on first use; see `events.rs`).
+    pub(crate) notifications: std::sync::OnceLock<tokio::sync::broadcast::Sender<String>>,
 }
 
 impl Pool {
@@ -36,6 +39,7 @@ impl Pool {
             redacted,
             slots,
             next: AtomicUsize::new(0),
+            notifications: std::sync::OnceLock::new(),
         }
     }
 
