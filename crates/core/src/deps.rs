@@ -154,6 +154,12 @@ pub trait ApprovalGate: Send + Sync {
         None
     }
 
+    /// The URI schemes the gate's front end's host serves, for a run
+    /// elsewhere to send `read`/`write` of such paths back here.
+    fn host_schemes(&self) -> Vec<(String, keel_tools::host::HostScheme)> {
+        Vec::new()
+    }
+
     /// What the gate's front end says of `tool` when the host serves it
     /// (its declared class), for a run elsewhere that asks this side to
     /// run it; `None` for tools the host does not serve.

@@ -55,6 +55,9 @@ pub struct RemoteRun {
     /// The approval mode this side judges the session's calls by, when it
     /// has one of its own (the app-server's per-thread policy).
     pub approval_mode: Option<keel_approvals::Mode>,
+    /// The URI schemes this side's host serves: a `read`, `write` or
+    /// `edit` of such a path there is run here ([`RemoteEvents::run_tool`]).
+    pub host_schemes: Vec<(String, keel_tools::host::HostScheme)>,
 }
 
 /// A tool of this side offered to a run elsewhere.
@@ -275,7 +278,11 @@ impl RemoteEvents for Relay<'_> {
             let found = s
                 .tools
                 .iter()
-                .find(|t| t.name() == tool && offered(t.as_ref(), self.ctx.deps.gate.as_ref()))
+                .find(|t| {
+                    t.name() == tool
+                        && (offered(t.as_ref(), self.ctx.deps.gate.as_ref())
+                            || hosted_path(t.name(), &args))
+                })
                 .cloned();
             (found, s.config.cwd.clone())
         };
@@ -334,6 +341,7 @@ pub(crate) async fn run(
                 tools: remote_tools(&s.tools, ctx.deps.gate.as_ref()),
                 model: Some(s.config.model.id.clone()).filter(|id| !id.is_empty()),
                 thinking: s.config.thinking_level,
+                host_schemes: ctx.deps.gate.host_schemes(),
                 approval_mode: ctx.deps.gate.session_mode(&crate::deps::ToolCallInfo {
                     session_id: s.config.session_id.clone(),
                     call_id: String::new(),
@@ -442,6 +450,18 @@ async fn prompt_of(ctx: &RunCtx, input: UserInput) -> (Option<String>, Option<Me
 /// are there already.
 fn offered(tool: &dyn keel_tools::Tool, gate: &dyn crate::deps::ApprovalGate) -> bool {
     gate.host_hints(tool.name()).is_some() || tool.hints().is_some()
+}
+
+/// Whether `tool` with `args` is a file tool's call on a `scheme://…`
+/// path: the host's, run here for a run elsewhere (a plain path never is:
+/// this side's files are not the run's).
+fn hosted_path(tool: &str, args: &serde_json::Value) -> bool {
+    matches!(tool, "read" | "write" | "edit")
+        && args
+            .get("path")
+            .and_then(serde_json::Value::as_str)
+            .and_then(keel_tools::host::uri_scheme)
+            .is_some()
 }
 
 /// The session's tools a run elsewhere is offered, with what its gate

@@ -98,6 +98,12 @@ pub trait ApprovalFrontend: Send + Sync {
         let _ = tool;
         None
     }
+
+    /// The URI schemes the host serves (`read`/`write` of `scheme://…`
+    /// go to it), lowercase, with how each was registered.
+    fn host_schemes(&self) -> Vec<(String, keel_tools::host::HostScheme)> {
+        Vec::new()
+    }
 }
 
 /// A front end that only logs (until a real one is installed).
@@ -409,6 +415,10 @@ fn recovery_of(row: &ApprovalRecord) -> Recovery {
 
 #[async_trait::async_trait]
 impl ApprovalGate for EngineGate {
+    fn host_schemes(&self) -> Vec<(String, keel_tools::host::HostScheme)> {
+        self.frontend().host_schemes()
+    }
+
     fn session_mode(&self, call: &ToolCallInfo) -> Option<keel_approvals::Mode> {
         self.frontend().mode(call)
     }

@@ -288,6 +288,15 @@ impl ApprovalFrontend for RpcApprovals {
         self.unattended.active()
     }
 
+    fn host_schemes(&self) -> Vec<(String, keel_tools::host::HostScheme)> {
+        self.host_uris
+            .lock()
+            .schemes
+            .iter()
+            .map(|(name, scheme)| (name.clone(), *scheme))
+            .collect()
+    }
+
     fn host_class(&self, tool: &str) -> Option<Option<Class>> {
         if tool == crate::gates::tool::NAME {
             // `ask_host` only asks the host a question.

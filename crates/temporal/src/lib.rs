@@ -37,7 +37,9 @@ pub use settings::{
     ADDRESS_ENV, DEFAULT_NAMESPACE, DEFAULT_TASK_QUEUE, NAMESPACE_ENV, TASK_QUEUE_ENV,
     TemporalSettings,
 };
-pub use turn_types::{FrontEndTool, RunningTurn, TurnInput, TurnOutcome, TurnRunner};
+pub use turn_types::{
+    FrontEndScheme, FrontEndTool, RunningTurn, TurnInput, TurnOutcome, TurnRunner,
+};
 
 #[cfg(feature = "engine")]
 pub use approval::{ApprovalActivities, ApprovalWorkflow};

@@ -47,6 +47,21 @@ pub struct TurnInput {
     /// the session's event log, when the model calls one.
     #[serde(default)]
     pub tools: Vec<FrontEndTool>,
+    /// URI schemes the front-end's host serves: the worker's `read`,
+    /// `write` and `edit` of `scheme://…` go to the front-end the same way.
+    #[serde(default)]
+    pub host_schemes: Vec<FrontEndScheme>,
+}
+
+/// A URI scheme the host of the front-end that started a turn serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontEndScheme {
+    /// Lowercase.
+    pub scheme: String,
+    #[serde(default)]
+    pub writable: bool,
+    #[serde(default)]
+    pub immutable: bool,
 }
 
 /// A tool the front-end that started a turn runs for it.

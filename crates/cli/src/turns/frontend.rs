@@ -23,7 +23,7 @@ use futures::stream::FuturesUnordered;
 use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
-use keel_temporal::{FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
+use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -82,6 +82,15 @@ impl RunsElsewhere for OnWorkers {
             thinking: Some(run.thinking.as_str().to_owned()),
             approval_mode: run.approval_mode.map(|m| m.to_string()),
             tools: run.tools.iter().map(front_end_tool).collect(),
+            host_schemes: run
+                .host_schemes
+                .iter()
+                .map(|(scheme, how)| FrontEndScheme {
+                    scheme: scheme.clone(),
+                    writable: how.writable,
+                    immutable: how.immutable,
+                })
+                .collect(),
         };
         lock(&self.own).insert(turn.turn_id.clone());
         self.client

@@ -1,7 +1,10 @@
 //! Tools a worker's turn offers but the front-end that started it runs:
-//! its host's tools and its MCP servers' (`TurnInput::tools`).
+//! its host's tools and its MCP servers' (`TurnInput::tools`), and the
+//! file tools' calls on its host's URIs (`TurnInput::host_schemes`).
 //!
-//! Owns [`FrontEndProxy`], the worker's stand-in for such a tool. The
+//! Owns [`FrontEndProxy`], the worker's stand-in for such a tool, and
+//! [`forward_host_uris`], which sends a `read`/`write`/`edit` of a
+//! `scheme://…` path the host serves the same way. The
 //! worker's approval gate judges a call by the class the front-end gave;
 //! a call that passes becomes a `tool_call` record in the session's event
 //! log, after the call's `tool_execution_start`, and the proxy waits for
@@ -134,6 +137,89 @@ impl Tool for FrontEndProxy {
                     ANSWER_WAIT.as_secs() / 60
                 )))),
             },
+        }
+    }
+}
+
+/// `tools` with their `read`, `write` and `edit` sending a path of one of
+/// the front-end host's URI schemes (`TurnInput::host_schemes`) to the
+/// front-end, where the host serves it; every other path stays here.
+pub(super) fn forward_host_uris(
+    tools: Vec<Arc<dyn Tool>>,
+    turn: &TurnInput,
+    log: EventLog,
+    records: &mpsc::Sender<String>,
+) -> Vec<Arc<dyn Tool>> {
+    if turn.host_schemes.is_empty() {
+        return tools;
+    }
+    let schemes: Vec<String> = turn.host_schemes.iter().map(|s| s.scheme.clone()).collect();
+    tools
+        .into_iter()
+        .map(|inner| {
+            if !matches!(inner.name(), "read" | "write" | "edit") {
+                return inner;
+            }
+            let proxy = FrontEndProxy {
+                spec: inner.spec(),
+                hints: ToolHints::default(),
+                log,
+                session_id: turn.session_id.clone(),
+                turn_id: turn.turn_id.clone(),
+                log_from: turn.log_from,
+                records: records.clone(),
+            };
+            Arc::new(UriForward {
+                inner,
+                proxy,
+                schemes: schemes.clone(),
+            }) as Arc<dyn Tool>
+        })
+        .collect()
+}
+
+/// A file tool whose host-URI paths go to the front-end.
+struct UriForward {
+    inner: Arc<dyn Tool>,
+    proxy: FrontEndProxy,
+    schemes: Vec<String>,
+}
+
+impl UriForward {
+    fn hosted(&self, args: &Value) -> bool {
+        args.get("path")
+            .and_then(Value::as_str)
+            .and_then(keel_tools::host::uri_scheme)
+            .is_some_and(|s| self.schemes.contains(&s))
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for UriForward {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+    fn parameters(&self) -> Value {
+        self.inner.parameters()
+    }
+    fn hints(&self) -> Option<ToolHints> {
+        self.inner.hints()
+    }
+    /// No file here for a host's URI (as in the front-end).
+    fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
+        if self.hosted(args) {
+            return None;
+        }
+        self.inner.write_target(cwd, args)
+    }
+    async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
+        if self.hosted(&args) {
+            self.proxy.execute(ctx, args).await
+        } else {
+            self.inner.execute(ctx, args).await
         }
     }
 }

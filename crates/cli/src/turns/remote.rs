@@ -56,6 +56,7 @@ pub async fn run(
             .approval_mode
             .map(|m| keel_core::keel_approvals::Mode::from(m).to_string()),
         tools: Vec::new(),
+        host_schemes: Vec::new(),
     };
     client.start_turn(&turn).await?;
     tracing::info!(session = %session_id, "the turn runs on a worker");

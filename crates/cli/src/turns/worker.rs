@@ -409,6 +409,14 @@ impl WorkerTurns {
             elsewhere: None,
             sync_prompts: true,
         });
+        // The host's URIs are the front-end's to serve.
+        let handle = session.handle();
+        handle.set_tools(super::proxy::forward_host_uris(
+            handle.tools(),
+            turn,
+            self.log,
+            &sink.records_tx,
+        ));
         Ok((session, writer, engine))
     }
 }
