@@ -19,6 +19,7 @@ mod front_ends {
         each_message_once, rpc_front_end, runs_the_turn, turn_worker, which_runs_the_turn,
     };
     use crate::suite::rpc::Rpc;
+    use crate::suite::rpc::host::{answer_echo, echo_tool};
 
     /// A cluster, a mock model, `n` homes (a machine each) and the
     /// workspace they share.
@@ -299,33 +300,12 @@ mod front_ends {
         ]);
         let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
-        a.ok(json!({"type": "set_host_tools", "tools": [{
-            "name": "echo_host", "approvalClass": "read",
-            "description": "Echo a value from the embedding host",
-            "parameters": {"type": "object", "properties": {"message": {"type": "string"}},
-                "required": ["message"]}}]}))
-            .await;
+        a.ok(echo_tool()).await;
         a.send(json!({"type": "prompt", "message": "echo hello"}))
             .await;
         // The worker runs the turn; the call comes to this host.
-        let call = a
-            .wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
-            .await;
+        answer_echo(&mut a, "h1").await;
         assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
-        assert_eq!(call["toolCallId"], "h1");
-        assert_eq!(call["arguments"], json!({"message": "hello"}));
-        let id = call["id"].as_str().unwrap().to_owned();
-        a.send(json!({"type": "host_tool_update", "id": id,
-            "partialResult": {"content": [{"type": "text", "text": "working"}]}}))
-            .await;
-        let update = a.event("tool_execution_update").await;
-        assert_eq!(update["partialResult"]["content"][0]["text"], "working");
-        a.send(json!({"type": "host_tool_result", "id": id,
-            "result": {"content": [{"type": "text", "text": "host says: hello"}]}}))
-            .await;
-        let end = a.event("tool_execution_end").await;
-        assert_eq!(end["isError"], false, "{end}");
-        assert_eq!(end["result"]["content"][0]["text"], "host says: hello");
         a.event("agent_end").await;
         // The worker offered the host's tool to the model, and the model
         // read the host's answer.

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{Rpc, event};
 use crate::suite::Env;
 
-fn echo_tool() -> Value {
+pub(crate) fn echo_tool() -> Value {
     // Declared read, so its calls run without asking (an undeclared host
     // tool is `send` and waits for approval; see tests/suite/approvals).
     json!({"type": "set_host_tools", "tools": [{
@@ -19,6 +19,29 @@ fn echo_tool() -> Value {
 async fn host_call(rpc: &mut Rpc) -> Value {
     rpc.wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
         .await
+}
+
+/// The host's side of an `echo_host` call `call_id` (`{"message":
+/// "hello"}`): a progress update, then the result; the host sees both.
+/// Returns the call's id.
+pub(crate) async fn answer_echo(rpc: &mut Rpc, call_id: &str) -> String {
+    let call = host_call(rpc).await;
+    assert_eq!(call["toolCallId"], call_id);
+    assert_eq!(call["toolName"], "echo_host");
+    assert_eq!(call["arguments"], json!({"message": "hello"}));
+    let id = call["id"].as_str().unwrap().to_owned();
+    rpc.send(json!({"type": "host_tool_update", "id": id,
+        "partialResult": {"content": [{"type": "text", "text": "working"}]}}))
+        .await;
+    let upd = rpc.event("tool_execution_update").await;
+    assert_eq!(upd["partialResult"]["content"][0]["text"], "working");
+    rpc.send(json!({"type": "host_tool_result", "id": id,
+        "result": {"content": [{"type": "text", "text": "host says: hello"}]}}))
+        .await;
+    let end = rpc.event("tool_execution_end").await;
+    assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(end["result"]["content"][0]["text"], "host says: hello");
+    id
 }
 
 #[tokio::test]
@@ -42,22 +65,7 @@ async fn host_tool_round_trip_with_progress() {
 
     rpc.send(json!({"type": "prompt", "message": "echo hello"}))
         .await;
-    let call = host_call(&mut rpc).await;
-    assert_eq!(call["toolCallId"], "call_1");
-    assert_eq!(call["toolName"], "echo_host");
-    assert_eq!(call["arguments"], json!({"message": "hello"}));
-    let id = call["id"].as_str().unwrap().to_owned();
-    rpc.send(json!({"type": "host_tool_update", "id": id,
-        "partialResult": {"content": [{"type": "text", "text": "working"}]}}))
-        .await;
-    let upd = rpc.event("tool_execution_update").await;
-    assert_eq!(upd["partialResult"]["content"][0]["text"], "working");
-    rpc.send(json!({"type": "host_tool_result", "id": id,
-        "result": {"content": [{"type": "text", "text": "host says: hello"}]}}))
-        .await;
-    let end = rpc.event("tool_execution_end").await;
-    assert_eq!(end["isError"], false);
-    assert_eq!(end["result"]["content"][0]["text"], "host says: hello");
+    let id = answer_echo(&mut rpc, "call_1").await;
     rpc.event("agent_end").await;
     // The tool's spec reached the model; its result did too.
     let reqs = env.mock.requests();

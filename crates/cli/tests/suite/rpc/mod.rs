@@ -10,7 +10,7 @@ mod conformance;
 mod events;
 mod fuzz;
 mod gates;
-mod host;
+pub(crate) mod host;
 mod lifecycle;
 mod prompt;
 mod queues;
