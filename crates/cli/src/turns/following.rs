@@ -13,14 +13,15 @@ use anyhow::{Context, bail};
 use keel_session_store::{EventLog, StoredEvent};
 use keel_temporal::{TemporalClient, TurnInput, TurnOutcome};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::LogRecord;
 
 /// The stored events of one turn; see the module docs.
 pub(super) struct TurnEvents {
     events: mpsc::Receiver<StoredEvent>,
-    result: JoinHandle<keel_temporal::Result<TurnOutcome>>,
+    /// Aborted with the follower.
+    result: AbortOnDropHandle<keel_temporal::Result<TurnOutcome>>,
     outcome: Option<TurnOutcome>,
     seen: u64,
 }
@@ -31,7 +32,9 @@ impl TurnEvents {
         let (client, session_id) = (client.clone(), turn.session_id.clone());
         Self {
             events: log.follow(&turn.session_id, turn.log_from),
-            result: tokio::spawn(async move { outcome_of(&client, &session_id).await }),
+            result: AbortOnDropHandle::new(tokio::spawn(async move {
+                outcome_of(&client, &session_id).await
+            })),
             outcome: None,
             seen: turn.log_from,
         }
@@ -65,12 +68,6 @@ impl TurnEvents {
     }
 }
 
-impl Drop for TurnEvents {
-    fn drop(&mut self) {
-        self.result.abort();
-    }
-}
-
 /// How the turn ended, asking again while the server cannot be reached
 /// (a restarting cluster loses nothing; the turn goes on meanwhile).
 pub(super) async fn outcome_of(
@@ -99,17 +96,20 @@ const RESULT_RETRY: Duration = Duration::from_secs(1);
 /// Asks the worker running `turn` to abort it: a record in the session's
 /// event log, which that worker follows.
 pub(super) async fn interrupt(log: &EventLog, turn: &TurnInput) {
-    let record = match serde_json::to_string(&LogRecord::InterruptRequested) {
-        Ok(record) => record,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot encode the interrupt");
-            return;
-        }
-    };
-    if let Err(e) = log
-        .append(&turn.session_id, &turn.turn_id, 0, &[record])
-        .await
-    {
-        tracing::warn!(error = %e, "cannot interrupt the turn");
+    if let Err(e) = tell_worker(log, turn, &LogRecord::InterruptRequested).await {
+        tracing::warn!(error = %format!("{e:#}"), "cannot interrupt the turn");
     }
+}
+
+/// Appends `record`, a front-end's word to the worker running `turn`, to
+/// the session's event log (the worker follows it).
+pub(super) async fn tell_worker(
+    log: &EventLog,
+    turn: &TurnInput,
+    record: &LogRecord,
+) -> anyhow::Result<()> {
+    let text = serde_json::to_string(record)?;
+    log.append(&turn.session_id, &turn.turn_id, 0, &[text])
+        .await?;
+    Ok(())
 }

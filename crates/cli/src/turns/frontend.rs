@@ -25,9 +25,9 @@ use keel_protocol::AgentEvent;
 use keel_session_store::EventLog;
 use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
-use super::following::{TurnEvents, interrupt, outcome_of};
+use super::following::{TurnEvents, interrupt, outcome_of, tell_worker};
 use super::{LogRecord, Logged};
 
 /// Runs sessions' runs on the cluster's workers; see the module docs.
@@ -175,7 +175,9 @@ impl Watch {
         // A turn's last `agent_end` waits until its workflow has ended (a
         // try that died wrote one, and the next try goes on).
         let mut held: Option<(String, Box<AgentEvent>)> = None;
-        let mut ended: Option<JoinHandle<()>> = None;
+        // Waits for that workflow's end; dropped (aborted) when a later
+        // event settles the question first, or with the watch.
+        let mut ended: Option<AbortOnDropHandle<()>> = None;
         loop {
             let stored = tokio::select! {
                 stored = follower.recv() => stored,
@@ -223,9 +225,9 @@ impl Watch {
                     if matches!(*event, AgentEvent::AgentEnd { .. }) {
                         held = Some((stored.turn, event));
                         let (client, session_id) = (self.client.clone(), self.session_id.clone());
-                        ended = Some(tokio::spawn(async move {
+                        ended = Some(AbortOnDropHandle::new(tokio::spawn(async move {
                             let _ = outcome_of(&client, &session_id).await;
-                        }));
+                        })));
                         continue;
                     }
                     Watched::Event(event)
@@ -294,16 +296,8 @@ async fn run_tool(
         result: out.result,
         is_error: out.is_error,
     };
-    let appended = match serde_json::to_string(&record) {
-        Ok(text) => log
-            .append(&turn.session_id, &turn.turn_id, 0, &[text])
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = appended {
-        tracing::warn!(error = %e, "cannot give the worker the tool's result");
+    if let Err(e) = tell_worker(log, turn, &record).await {
+        tracing::warn!(error = %format!("{e:#}"), "cannot give the worker the tool's result");
     }
 }
 
