@@ -197,11 +197,27 @@ struct Relay<'a> {
     ctx: &'a RunCtx,
     /// The run's abort: it stops a tool run here too.
     cancel: &'a CancellationToken,
+    state: Mutex<RelayState>,
+}
+
+/// What the relay of one run has seen.
+#[derive(Default)]
+struct RelayState {
+    /// The run's last `agent_end`, passed on when the run has ended.
+    held_end: Option<AgentEvent>,
+    /// An `agent_start` was passed on.
+    started: bool,
     /// The user's message stored here for the run (see [`prompt_of`]):
     /// shown after the run's first `turn_start`, where a prompt shows.
-    stored: Mutex<Option<Message>>,
-    held_end: Mutex<Option<AgentEvent>>,
-    started: Mutex<bool>,
+    stored: Option<Message>,
+    /// That message, once shown: the run's end lists it first.
+    shown: Option<Message>,
+}
+
+impl Relay<'_> {
+    fn state(&self) -> std::sync::MutexGuard<'_, RelayState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[async_trait::async_trait]
@@ -211,11 +227,7 @@ impl RemoteEvents for Relay<'_> {
         if matches!(event, AgentEvent::AgentSettled) {
             return;
         }
-        let earlier = self
-            .held_end
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let earlier = self.state().held_end.take();
         match (earlier, event) {
             // A try that died elsewhere ended its run and the next try
             // starts another: here it is one run, as the user asked for one.
@@ -226,17 +238,21 @@ impl RemoteEvents for Relay<'_> {
                 }
                 match event {
                     AgentEvent::AgentEnd { .. } => {
-                        *self.held_end.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
+                        self.state().held_end = Some(event);
                     }
                     other => {
                         if matches!(other, AgentEvent::AgentStart) {
-                            *self.started.lock().unwrap_or_else(|e| e.into_inner()) = true;
+                            self.state().started = true;
                         }
                         let shows_prompt = matches!(other, AgentEvent::TurnStart);
                         self.ctx.emit(other).await;
-                        let stored = shows_prompt
-                            .then(|| self.stored.lock().unwrap_or_else(|e| e.into_inner()).take())
-                            .flatten();
+                        let stored = if shows_prompt {
+                            let mut state = self.state();
+                            state.shown = state.stored.take();
+                            state.shown.clone()
+                        } else {
+                            None
+                        };
                         if let Some(message) = stored {
                             self.ctx
                                 .emit(AgentEvent::MessageStart {
@@ -356,27 +372,21 @@ pub(crate) async fn run(
         let relay = Relay {
             ctx: &ctx,
             cancel: &cancel,
-            held_end: Mutex::new(None),
-            started: Mutex::new(false),
-            stored: Mutex::new(stored.clone()),
+            state: Mutex::new(RelayState {
+                stored: stored.take(),
+                ..RelayState::default()
+            }),
         };
         let ran = elsewhere.run(run, &relay).await;
-        // The run there began after the stored message: its end lists it
-        // first, as a run here lists its prompt.
-        let shown = stored.take().filter(|_| {
-            relay
-                .stored
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_none()
-        });
         reload(&ctx).await;
-        let end = relay
-            .held_end
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let started = *relay.started.lock().unwrap_or_else(|e| e.into_inner());
+        let RelayState {
+            held_end: end,
+            started,
+            // The run there began after the stored message: its end lists
+            // it first, as a run here lists its prompt.
+            shown,
+            ..
+        } = std::mem::take(&mut *relay.state());
         let end = match (ran, end) {
             (Ok(()), Some(AgentEvent::AgentEnd { mut messages })) => {
                 messages.splice(0..0, shown);
