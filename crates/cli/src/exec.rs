@@ -142,6 +142,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
         elsewhere: None,
         sync_prompts: false,
+        log_seen: None,
     });
     if let Some(servers) = &mcp {
         let handle = session.handle();

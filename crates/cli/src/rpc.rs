@@ -43,6 +43,12 @@ pub struct RpcArgs {
     /// Resume a session by id, id prefix or file path.
     #[arg(long)]
     pub session: Option<String>,
+    /// With `--session`, when the session's turns run on workers: the
+    /// last `log_seq` the host saw of it (a host that reconnects). Its
+    /// turns' event frames resume after that one, and calls still held
+    /// are offered again.
+    #[arg(long, value_name = "LOG_SEQ", requires = "session")]
+    pub after_log_seq: Option<u64>,
     /// Which tool calls ask for approval in this process (default: the
     /// workspace's stored mode, else `outside`); `set_approval_mode` replaces it.
     #[arg(long, value_enum)]
@@ -161,7 +167,10 @@ pub async fn run(
             .unwrap_or(defaults.ui_timeout),
         state_dir: Some(state_dir),
         initial: match args.session {
-            Some(s) => OpenTarget::Resume(s),
+            Some(session) => OpenTarget::Resume {
+                session,
+                log_seen: args.after_log_seq,
+            },
             None => OpenTarget::New {
                 parent_session: None,
             },
@@ -284,10 +293,10 @@ impl CliFactory {
                 }
                 Ok((Some(writer), Vec::new(), None, Some(tree)))
             }
-            OpenTarget::Resume(_) if self.no_session => {
+            OpenTarget::Resume { .. } if self.no_session => {
                 bail!("sessions are not saved in this process (--no-session)")
             }
-            OpenTarget::Resume(query) => {
+            OpenTarget::Resume { session: query, .. } => {
                 let path = self.store.resolve(&self.cwd, query).await?;
                 let loaded = keel_session_store::load(&path)
                     .await
@@ -379,6 +388,10 @@ impl SessionFactory for CliFactory {
             extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
             elsewhere: self.elsewhere.clone(),
             sync_prompts: false,
+            log_seen: match &target {
+                OpenTarget::Resume { log_seen, .. } => *log_seen,
+                OpenTarget::New { .. } | OpenTarget::Fork { .. } => None,
+            },
         });
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
         if let Some(servers) = self.mcp() {

@@ -93,6 +93,9 @@ pub struct SessionSpec<'a> {
     pub elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>,
     /// Sync new user messages before the model call (a worker's turn).
     pub sync_prompts: bool,
+    /// The last place in the session's event log the host has seen (a
+    /// host that reconnects to a session whose turns run on workers).
+    pub log_seen: Option<u64>,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -138,6 +141,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
         .runs_elsewhere(spec.elsewhere)
         .sync_prompts(spec.sync_prompts)
+        .log_seen(spec.log_seen)
         .spawn()
 }
 

@@ -169,6 +169,13 @@ impl SessionBuilder {
         self
     }
 
+    /// The last place in the session's shared event log its host has seen
+    /// ([`SessionConfig::log_seen`]).
+    pub fn log_seen(mut self, seen: Option<u64>) -> Self {
+        self.config.log_seen = seen;
+        self
+    }
+
     pub fn compaction(mut self, compaction: CompactionSettings) -> Self {
         self.config.compaction = compaction;
         self

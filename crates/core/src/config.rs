@@ -151,6 +151,10 @@ pub struct SessionConfig {
     /// find the prompt stored, not send it again). Off: the log is synced
     /// at `turn_end`, as in-process turns need.
     pub sync_prompts: bool,
+    /// The last place in the session's shared event log its host has seen
+    /// (a host that reconnects): a watch of runs elsewhere passes on what
+    /// comes after it (see [`crate::RunsElsewhere::watch`]).
+    pub log_seen: Option<u64>,
 }
 
 impl SessionConfig {
@@ -174,6 +178,7 @@ impl SessionConfig {
             compaction: CompactionSettings::default(),
             sandbox: None,
             sync_prompts: false,
+            log_seen: None,
         }
     }
 }

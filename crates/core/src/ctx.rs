@@ -11,6 +11,7 @@ use keel_protocol::{AgentEvent, ContentBlock, Message, UserInput, UserMessage};
 use keel_session_store::EntryBody;
 use tokio::sync::mpsc;
 
+use crate::event::SessionEvent;
 use crate::state::{SessionDeps, SharedState, lock};
 
 /// What a run needs; cheap to clone.
@@ -18,12 +19,26 @@ use crate::state::{SessionDeps, SharedState, lock};
 pub(crate) struct RunCtx {
     pub shared: SharedState,
     pub deps: Arc<SessionDeps>,
-    pub events: mpsc::Sender<AgentEvent>,
+    pub events: mpsc::Sender<SessionEvent>,
 }
 
 impl RunCtx {
     /// Sends an event; a consumer that went away is not an error for the loop.
     pub async fn emit(&self, event: AgentEvent) {
+        let _ = self.events.send(SessionEvent::here(event)).await;
+    }
+
+    /// Sends an event read from the session's shared event log at `log_seq`.
+    pub async fn emit_logged(&self, event: AgentEvent, log_seq: u64) {
+        self.send(SessionEvent {
+            event,
+            log_seq: Some(log_seq),
+        })
+        .await;
+    }
+
+    /// Sends an event as it is.
+    pub async fn send(&self, event: SessionEvent) {
         let _ = self.events.send(event).await;
     }
 

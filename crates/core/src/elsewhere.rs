@@ -29,6 +29,7 @@ use keel_protocol::ToolResult;
 use keel_tools::ToolOutput;
 
 use crate::ctx::RunCtx;
+use crate::event::SessionEvent;
 use crate::run::Start;
 use crate::state::lock;
 
@@ -71,8 +72,9 @@ pub struct RemoteTool {
 /// What the run elsewhere sends back.
 #[async_trait::async_trait]
 pub trait RemoteEvents: Send + Sync {
-    /// The run's next event.
-    async fn event(&self, event: AgentEvent);
+    /// The run's next event, stored at `log_seq` in the session's event
+    /// log there.
+    async fn event(&self, event: AgentEvent, log_seq: u64);
     /// The run holds a call there (its arguments `args`): announce it as
     /// if it were held here.
     async fn approval_requested(&self, request: &PendingRequest, args: &serde_json::Value);
@@ -96,14 +98,15 @@ pub enum Watched {
         request: Box<PendingRequest>,
         resolution: Resolution,
     },
-    /// An event of such a run, in order (its last `agent_end` comes with
-    /// [`Watched::Ended`]; a try that died there and the one that went on
-    /// are one run, as for this front-end's own runs).
-    Event(Box<AgentEvent>),
+    /// An event of such a run, in order, with its place in the log (its
+    /// last `agent_end` comes with [`Watched::Ended`]; a try that died
+    /// there and the one that went on are one run, as for this front-end's
+    /// own runs).
+    Event(Box<SessionEvent>),
     /// Such a run ended: the session holds more than this front-end read.
     /// `end` is the run's last `agent_end`, passed on once the session has
     /// been read again (`None` when the run's start was not seen here).
-    Ended { end: Option<Box<AgentEvent>> },
+    Ended { end: Option<Box<SessionEvent>> },
 }
 
 /// Runs a session's runs somewhere else; see the module docs.
@@ -123,9 +126,15 @@ pub trait RunsElsewhere: Send + Sync {
 
     /// The calls held, from now on, by runs of `session_id` wherever they
     /// were started, so this front-end can offer them to its host too;
-    /// `None` (the default): nothing is watched.
-    fn watch(&self, session_id: &str) -> Option<tokio::sync::mpsc::Receiver<Watched>> {
-        let _ = session_id;
+    /// `None` (the default): nothing is watched. `seen`: the last place in
+    /// the session's log the host has seen (a host that reconnects): the
+    /// events after it are passed on, and the calls still held.
+    fn watch(
+        &self,
+        session_id: &str,
+        seen: Option<u64>,
+    ) -> Option<tokio::sync::mpsc::Receiver<Watched>> {
+        let _ = (session_id, seen);
         None
     }
 }
@@ -138,11 +147,15 @@ pub trait RunsElsewhere: Send + Sync {
 /// (there is one run of a session at a time; its own relay speaks).
 pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
     let elsewhere = ctx.deps.elsewhere.clone()?;
-    let (session_id, cwd) = {
+    let (session_id, cwd, seen) = {
         let s = lock(&ctx.shared);
-        (s.config.session_id.clone(), s.config.cwd.clone())
+        (
+            s.config.session_id.clone(),
+            s.config.cwd.clone(),
+            s.config.log_seen,
+        )
     };
-    let mut watched = elsewhere.watch(&session_id)?;
+    let mut watched = elsewhere.watch(&session_id, seen)?;
     let stop = CancellationToken::new();
     let (shared, gate, ended) = (ctx.shared.clone(), ctx.deps.gate.clone(), stop.clone());
     let ctx = ctx.clone();
@@ -173,16 +186,15 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
                     request,
                     resolution,
                 } => gate.resolved_elsewhere(&request, &resolution).await,
-                Watched::Event(event) => match *event {
+                Watched::Event(event) => match event.event {
                     // Said here when the run has ended.
                     AgentEvent::AgentSettled => {}
-                    event => ctx.emit(event).await,
+                    _ => ctx.send(*event).await,
                 },
                 Watched::Ended { end } => {
                     reload(&ctx).await;
                     if let Some(end) = end {
-                        ctx.emit(*end).await;
-                        ctx.emit(AgentEvent::AgentSettled).await;
+                        settle(&ctx, *end).await;
                     }
                 }
             }
@@ -204,7 +216,7 @@ struct Relay<'a> {
 #[derive(Default)]
 struct RelayState {
     /// The run's last `agent_end`, passed on when the run has ended.
-    held_end: Option<AgentEvent>,
+    held_end: Option<SessionEvent>,
     /// An `agent_start` was passed on.
     started: bool,
     /// The user's message stored here for the run (see [`prompt_of`]):
@@ -222,7 +234,7 @@ impl Relay<'_> {
 
 #[async_trait::async_trait]
 impl RemoteEvents for Relay<'_> {
-    async fn event(&self, event: AgentEvent) {
+    async fn event(&self, event: AgentEvent, log_seq: u64) {
         // Said here once the run has ended here.
         if matches!(event, AgentEvent::AgentSettled) {
             return;
@@ -234,18 +246,21 @@ impl RemoteEvents for Relay<'_> {
             (Some(_), AgentEvent::AgentStart) => {}
             (earlier, event) => {
                 if let Some(end) = earlier {
-                    self.ctx.emit(end).await;
+                    self.ctx.send(end).await;
                 }
                 match event {
                     AgentEvent::AgentEnd { .. } => {
-                        self.state().held_end = Some(event);
+                        self.state().held_end = Some(SessionEvent {
+                            event,
+                            log_seq: Some(log_seq),
+                        });
                     }
                     other => {
                         if matches!(other, AgentEvent::AgentStart) {
                             self.state().started = true;
                         }
                         let shows_prompt = matches!(other, AgentEvent::TurnStart);
-                        self.ctx.emit(other).await;
+                        self.ctx.emit_logged(other, log_seq).await;
                         let stored = if shows_prompt {
                             let mut state = self.state();
                             state.shown = state.stored.take();
@@ -316,12 +331,12 @@ impl RemoteEvents for Relay<'_> {
             args.clone(),
         );
         let updates: keel_tools::UpdateSink = Arc::new(move |partial_result| {
-            let _ = events.try_send(AgentEvent::ToolExecutionUpdate {
+            let _ = events.try_send(SessionEvent::here(AgentEvent::ToolExecutionUpdate {
                 tool_call_id: call.clone(),
                 tool_name: name.clone(),
                 args: shown.clone(),
                 partial_result,
-            });
+            }));
         });
         let mut context =
             keel_tools::ToolContext::local(cwd, self.cancel.child_token()).with_updates(updates);
@@ -388,9 +403,18 @@ pub(crate) async fn run(
             ..
         } = std::mem::take(&mut *relay.state());
         let end = match (ran, end) {
-            (Ok(()), Some(AgentEvent::AgentEnd { mut messages })) => {
+            (
+                Ok(()),
+                Some(SessionEvent {
+                    event: AgentEvent::AgentEnd { mut messages },
+                    log_seq,
+                }),
+            ) => {
                 messages.splice(0..0, shown);
-                AgentEvent::AgentEnd { messages }
+                SessionEvent {
+                    event: AgentEvent::AgentEnd { messages },
+                    log_seq,
+                }
             }
             (Ok(()), Some(end)) => end,
             (ran, end) => {
@@ -399,15 +423,15 @@ pub(crate) async fn run(
                     .unwrap_or_else(|| "the run elsewhere ended without finishing".to_owned());
                 tracing::warn!(error = %reason, "a run elsewhere failed");
                 if let Some(end) = end {
-                    ctx.emit(end).await;
+                    ctx.send(end).await;
                 }
                 if !started {
                     ctx.emit(AgentEvent::AgentStart).await;
                 }
                 let failed = say_failed(&ctx, reason).await;
-                AgentEvent::AgentEnd {
+                SessionEvent::here(AgentEvent::AgentEnd {
                     messages: vec![failed],
-                }
+                })
             }
         };
         // What was queued meanwhile goes next, one message per run,
@@ -427,11 +451,11 @@ pub(crate) async fn run(
             }
             next
         };
-        ctx.emit(end).await;
         let Some(next) = next else {
-            ctx.emit(AgentEvent::AgentSettled).await;
+            settle(&ctx, end).await;
             return;
         };
+        ctx.send(end).await;
         let (steering, follow_up) = lock(&ctx.shared).queues.snapshot();
         ctx.emit(AgentEvent::QueueUpdate {
             steering,
@@ -490,6 +514,18 @@ fn remote_tools(
             })
         })
         .collect()
+}
+
+/// Passes on a run's last `agent_end` and says the session settled (at
+/// the end's place in the log: a host that saw the end has seen both).
+async fn settle(ctx: &RunCtx, end: SessionEvent) {
+    let log_seq = end.log_seq;
+    ctx.send(end).await;
+    ctx.send(SessionEvent {
+        event: AgentEvent::AgentSettled,
+        log_seq,
+    })
+    .await;
 }
 
 /// The session's tree as the log holds it now.

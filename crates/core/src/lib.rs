@@ -32,6 +32,7 @@ mod durable;
 mod elsewhere;
 mod engine_gate;
 mod error;
+mod event;
 mod history;
 mod models;
 pub mod notify;
@@ -66,6 +67,7 @@ pub use engine_gate::{
     workspace_key,
 };
 pub use error::{Error, Result};
+pub use event::SessionEvent;
 pub use history::{ContextUsage, SessionStats, TokenTotals};
 pub use keel_approvals;
 pub use models::{ModelSource, NO_MODEL_HINT};

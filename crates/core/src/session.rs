@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ModelInfo, SessionConfig};
 use crate::ctx::RunCtx;
+use crate::event::SessionEvent;
 use crate::queue::Queues;
 use crate::run::{Start, run_agent};
 use crate::state::{SessionDeps, Shared, SharedState, lock};
@@ -94,7 +95,7 @@ pub struct SessionHandle {
     deps: Arc<SessionDeps>,
     /// Weak, so the event stream ends when the session task stops even while
     /// handles are alive.
-    events: mpsc::WeakSender<AgentEvent>,
+    events: mpsc::WeakSender<SessionEvent>,
 }
 
 impl SessionHandle {
@@ -261,7 +262,7 @@ impl SessionHandle {
 
     async fn emit(&self, event: AgentEvent) {
         if let Some(tx) = self.events.upgrade() {
-            let _ = tx.send(event).await;
+            let _ = tx.send(SessionEvent::here(event)).await;
         }
     }
 
@@ -548,7 +549,7 @@ impl SessionHandle {
 /// A running session: a handle plus the event stream.
 pub struct Session {
     handle: SessionHandle,
-    events: mpsc::Receiver<AgentEvent>,
+    events: mpsc::Receiver<SessionEvent>,
     task: JoinHandle<()>,
 }
 
@@ -628,6 +629,12 @@ impl Session {
 
     /// The next event; `None` once the session task has stopped.
     pub async fn next_event(&mut self) -> Option<AgentEvent> {
+        self.events.recv().await.map(|e| e.event)
+    }
+
+    /// The next event with its place in the session's shared event log
+    /// (see [`SessionEvent`]); `None` once the session task has stopped.
+    pub async fn next_session_event(&mut self) -> Option<SessionEvent> {
         self.events.recv().await
     }
 
@@ -640,7 +647,7 @@ impl Session {
     }
 
     /// Splits into the handle and the raw event receiver (for a pump task).
-    pub fn split(self) -> (SessionHandle, mpsc::Receiver<AgentEvent>, JoinHandle<()>) {
+    pub fn split(self) -> (SessionHandle, mpsc::Receiver<SessionEvent>, JoinHandle<()>) {
         (self.handle, self.events, self.task)
     }
 

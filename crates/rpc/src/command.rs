@@ -224,6 +224,10 @@ pub(crate) struct BashArgs {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SwitchSessionArgs {
     pub session_path: String,
+    /// The last `log_seq` the host saw of the session (a host that
+    /// reconnects): its turns' frames resume after it.
+    #[serde(default)]
+    pub after_log_seq: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

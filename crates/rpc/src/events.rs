@@ -6,8 +6,10 @@
 //! and says so with `isTerminal: true`) and the two framings: canonical
 //! `{"type":"event","protocol_version":2,"session_id","seq","frame_id",
 //! "payload":{"event_type","event"}}` with `seq` counting from 1 per
-//! session, or the inner event written flat (`--rpc-flat-events`). It does
-//! not decide when events are written.
+//! session, or the inner event written flat (`--rpc-flat-events`). An
+//! event of a turn a worker ran also carries `log_seq`, its place in the
+//! session's shared event log (the same on every front-end), at the top
+//! level of either framing. It does not decide when events are written.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,8 +87,19 @@ pub(crate) struct EventFrame<'a> {
     protocol_version: u32,
     session_id: &'a str,
     seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_seq: Option<u64>,
     frame_id: FrameId,
     payload: Payload<'a>,
+}
+
+/// A flat frame of an event from the shared event log: the inner event
+/// and its place there.
+#[derive(Serialize)]
+pub(crate) struct FlatLogged<'a> {
+    #[serde(flatten)]
+    event: InnerEvent<'a>,
+    log_seq: u64,
 }
 
 /// A frame id, `evt_` and 16 hex digits: a 64-bit number drawn at random
@@ -117,6 +130,7 @@ impl Serialize for FrameId {
 pub(crate) enum WireEvent<'a> {
     Canonical(EventFrame<'a>),
     Flat(InnerEvent<'a>),
+    FlatLogged(FlatLogged<'a>),
 }
 
 /// Per-session `seq` counters, kept for the life of the process so a
@@ -151,14 +165,25 @@ impl EventFramer {
 
     /// The frame for `event`, serialised: compact JSON, without the LF.
     pub fn encode(&self, event: &AgentEvent) -> serde_json::Result<Vec<u8>> {
-        serde_json::to_vec(&self.frame(event))
+        serde_json::to_vec(&self.frame(event, None))
     }
 
-    /// The frame for `event`, ready to serialise.
-    pub(crate) fn frame<'a>(&'a self, event: &'a AgentEvent) -> WireEvent<'a> {
+    /// The frame for `event`, ready to serialise; `log_seq`: its place in
+    /// the session's shared event log, when it came from there.
+    pub(crate) fn frame<'a>(
+        &'a self,
+        event: &'a AgentEvent,
+        log_seq: Option<u64>,
+    ) -> WireEvent<'a> {
         let (event_type, inner) = inner_event(event);
         match self.style {
-            EventStyle::Flat => WireEvent::Flat(inner),
+            EventStyle::Flat => match log_seq {
+                None => WireEvent::Flat(inner),
+                Some(log_seq) => WireEvent::FlatLogged(FlatLogged {
+                    event: inner,
+                    log_seq,
+                }),
+            },
             EventStyle::Canonical => {
                 let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
                 WireEvent::Canonical(EventFrame {
@@ -166,6 +191,7 @@ impl EventFramer {
                     protocol_version: PROTOCOL_VERSION,
                     session_id: &self.session_id,
                     seq,
+                    log_seq,
                     frame_id: FrameId::next(),
                     payload: Payload {
                         event_type,
@@ -195,14 +221,14 @@ mod tests {
     fn canonical_frames_number_per_session() {
         let counters = SeqCounters::default();
         let a = EventFramer::new(EventStyle::Canonical, "s1", &counters);
-        let first = text(a.frame(&AgentEvent::AgentStart));
+        let first = text(a.frame(&AgentEvent::AgentStart, None));
         let delta = AgentEvent::MessageUpdate {
             assistant_message_event: AssistantMessageEvent::TextDelta {
                 content_index: 0,
                 delta: "Hel".into(),
             },
         };
-        let second = value(a.frame(&delta));
+        let second = value(a.frame(&delta, None));
         let (head, tail) = first.split_once("\"frame_id\":\"evt_").unwrap();
         assert_eq!(
             head,
@@ -230,12 +256,12 @@ mod tests {
         "#);
         // Another session counts from 1; the same session continues.
         let b = EventFramer::new(EventStyle::Canonical, "s2", &counters);
-        assert_eq!(value(b.frame(&AgentEvent::TurnStart))["seq"], 1);
+        assert_eq!(value(b.frame(&AgentEvent::TurnStart, None))["seq"], 1);
         let a2 = EventFramer::new(EventStyle::Canonical, "s1", &counters);
-        assert_eq!(value(a2.frame(&AgentEvent::TurnStart))["seq"], 3);
+        assert_eq!(value(a2.frame(&AgentEvent::TurnStart, None))["seq"], 3);
         assert_ne!(
-            value(a.frame(&AgentEvent::TurnStart))["frame_id"],
-            value(a.frame(&AgentEvent::TurnStart))["frame_id"]
+            value(a.frame(&AgentEvent::TurnStart, None))["frame_id"],
+            value(a.frame(&AgentEvent::TurnStart, None))["frame_id"]
         );
     }
 
@@ -243,14 +269,34 @@ mod tests {
     fn flat_frames_and_terminal_agent_end() {
         let f = EventFramer::new(EventStyle::Flat, "s", &SeqCounters::default());
         assert_eq!(
-            text(f.frame(&AgentEvent::AgentEnd { messages: vec![] })),
+            text(f.frame(&AgentEvent::AgentEnd { messages: vec![] }, None)),
             r#"{"type":"agent_end","messages":[],"isTerminal":true}"#
         );
         assert_eq!(
-            value(f.frame(&AgentEvent::ThinkingLevelChanged {
-                level: ThinkingLevel::High
-            })),
+            value(f.frame(
+                &AgentEvent::ThinkingLevelChanged {
+                    level: ThinkingLevel::High
+                },
+                None
+            )),
             json!({"type":"thinking_level_changed","level":"high"})
+        );
+    }
+
+    #[test]
+    fn an_event_from_the_shared_log_says_where_it_stands_there() {
+        let counters = SeqCounters::default();
+        let canonical = EventFramer::new(EventStyle::Canonical, "s", &counters);
+        let here = value(canonical.frame(&AgentEvent::TurnStart, None));
+        assert!(here.get("log_seq").is_none(), "{here}");
+        let logged = value(canonical.frame(&AgentEvent::TurnStart, Some(42)));
+        assert_eq!(logged["log_seq"], 42);
+        // The frame's own numbering goes on beside it.
+        assert_eq!(logged["seq"], 2);
+        let flat = EventFramer::new(EventStyle::Flat, "s", &counters);
+        assert_eq!(
+            text(flat.frame(&AgentEvent::AgentEnd { messages: vec![] }, Some(7))),
+            r#"{"type":"agent_end","messages":[],"isTerminal":true,"log_seq":7}"#
         );
     }
 }

@@ -26,8 +26,13 @@ pub struct ModelChoice {
 pub enum OpenTarget {
     /// A new session; `parent_session` is recorded in its header.
     New { parent_session: Option<String> },
-    /// An existing session, by id, id prefix or file path.
-    Resume(String),
+    /// An existing session, by id, id prefix or file path. `log_seen`: the
+    /// last place in its shared event log the host has seen (a host that
+    /// reconnects; see `keel_core::SessionConfig::log_seen`).
+    Resume {
+        session: String,
+        log_seen: Option<u64>,
+    },
     /// A new session continuing from a branch of another: it starts with
     /// copies of `entries` (ids kept; empty: an empty session) and records
     /// `parent_session` in its header.

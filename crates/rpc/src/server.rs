@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::{SessionHandle, shutdown_split};
+use keel_core::{SessionEvent, SessionHandle, shutdown_split};
 use keel_jsonl::{DEFAULT_MAX_FRAME_BYTES, spawn_reader, spawn_writer};
 use keel_protocol::{AgentEvent, Op, ThinkingLevel};
 use keel_tools::Tool;
@@ -431,7 +431,7 @@ struct Pump {
 /// usage and aborts the run once the budget is used up. A flush request
 /// is answered once the events emitted before it are written.
 async fn pump(
-    mut events: mpsc::Receiver<AgentEvent>,
+    mut events: mpsc::Receiver<SessionEvent>,
     mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
     mut p: Pump,
 ) {
@@ -456,8 +456,8 @@ async fn pump(
 }
 
 impl Pump {
-    async fn write(&mut self, event: AgentEvent) {
-        self.out.send(&self.framer.frame(&event)).await;
+    async fn write(&mut self, SessionEvent { event, log_seq }: SessionEvent) {
+        self.out.send(&self.framer.frame(&event, log_seq)).await;
         let over_budget = match &event {
             AgentEvent::MessageEnd {
                 message: keel_protocol::Message::Assistant(a),

@@ -41,7 +41,7 @@ pub const CONTROL_CAPACITY: usize = 16;
 pub async fn run(
     runtime: Arc<Runtime>,
     thread: Arc<LoadedThread>,
-    mut events: mpsc::Receiver<AgentEvent>,
+    mut events: mpsc::Receiver<keel_core::SessionEvent>,
     mut control: mpsc::Receiver<Control>,
 ) {
     let mut pump = Pump {
@@ -56,7 +56,8 @@ pub async fn run(
         tokio::select! {
             biased;
             event = events.recv() => match event {
-                Some(event) => pump.on_event(event).await,
+                // Codex's notifications have no place for a log position.
+                Some(event) => pump.on_event(event.event).await,
                 None => break,
             },
             Some(c) = control.recv() => pump.on_control(c).await,

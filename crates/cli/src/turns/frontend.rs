@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use keel_core::SessionEvent;
 use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
 use keel_protocol::AgentEvent;
-use keel_session_store::EventLog;
+use keel_session_store::{EventLog, StoredEvent};
 use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
@@ -111,7 +112,7 @@ impl RunsElsewhere for OnWorkers {
                         {
                             running.push(run_tool(&self.log, &turn, events, call_id, tool, args));
                         }
-                        _ => relay(events, &stored.event).await,
+                        _ => relay(events, &stored).await,
                     },
                     None => return Ok(()),
                 },
@@ -134,13 +135,14 @@ impl RunsElsewhere for OnWorkers {
         }
     }
 
-    fn watch(&self, session_id: &str) -> Option<mpsc::Receiver<Watched>> {
+    fn watch(&self, session_id: &str, seen: Option<u64>) -> Option<mpsc::Receiver<Watched>> {
         let (tx, rx) = mpsc::channel(WATCH_CAPACITY);
         let watch = Watch {
             client: self.client.clone(),
             log: self.log,
             own: self.own.clone(),
             session_id: session_id.to_owned(),
+            seen,
             tx,
         };
         tokio::spawn(watch.run());
@@ -157,24 +159,34 @@ const WATCH_CAPACITY: usize = 64;
 
 /// Follows one session's log for the turns other front-ends started: from
 /// where the running one began (a session opened mid-turn sees it from
-/// its start), else from the log's end.
+/// its start), else from the log's end; for a host that has seen the log
+/// up to `seen`, the events after that (the calls held before it that are
+/// still held are offered again).
 struct Watch {
     client: TemporalClient,
     log: EventLog,
     own: Arc<Mutex<HashSet<String>>>,
     session_id: String,
+    seen: Option<u64>,
     tx: mpsc::Sender<Watched>,
 }
 
 impl Watch {
     async fn run(self) {
-        let Some(from) = self.start().await else {
+        let Some(Start { from, seen, last }) = self.start().await else {
             return;
         };
         let mut follower = self.log.follow(&self.session_id, from);
+        // The calls held before the watch began are offered once what was
+        // stored by then has been read, if they are still held: a host
+        // that opens the session is asked what is still asked, not told
+        // of every call decided before.
+        let mut catching_up = (from < last).then(Vec::new);
+        // The first place read, checked against what the host saw.
+        let mut gap_after = (seen > 0).then_some(from);
         // A turn's last `agent_end` waits until its workflow has ended (a
         // try that died wrote one, and the next try goes on).
-        let mut held: Option<(String, Box<AgentEvent>)> = None;
+        let mut held: Option<(String, Box<SessionEvent>)> = None;
         // Waits for that workflow's end; dropped (aborted) when a later
         // event settles the question first, or with the watch.
         let mut ended: Option<AbortOnDropHandle<()>> = None;
@@ -190,10 +202,34 @@ impl Watch {
                 }
             };
             let Some(stored) = stored else { return };
+            if gap_after.take().is_some_and(|seen| stored.seq > seen + 1) {
+                tracing::warn!(session = %self.session_id, seen, next = stored.seq, "events the host did not see are gone from the log (a later turn ended); the session holds what they produced");
+            }
+            let history = stored.seq <= last;
+            if let Some(held) = catching_up.as_mut() {
+                if history {
+                    still_held(held, &stored);
+                }
+                if stored.seq >= last {
+                    for held in catching_up.take().into_iter().flatten() {
+                        if !self.send(held).await {
+                            return;
+                        }
+                    }
+                }
+            }
+            // The host saw it.
+            if stored.seq <= seen {
+                continue;
+            }
             if lock(&self.own).contains(&stored.turn) {
                 continue;
             }
             let watched = match Logged::read(&stored.event) {
+                // Read above.
+                Ok(Logged::Record(
+                    LogRecord::ApprovalRequest { .. } | LogRecord::ApprovalResolved { .. },
+                )) if history => continue,
                 Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
                     Watched::Held { request, args }
                 }
@@ -222,7 +258,11 @@ impl Watch {
                             return;
                         }
                     }
-                    if matches!(*event, AgentEvent::AgentEnd { .. }) {
+                    let event = Box::new(SessionEvent {
+                        event: *event,
+                        log_seq: Some(stored.seq),
+                    });
+                    if matches!(event.event, AgentEvent::AgentEnd { .. }) {
                         held = Some((stored.turn, event));
                         let (client, session_id) = (self.client.clone(), self.session_id.clone());
                         ended = Some(AbortOnDropHandle::new(tokio::spawn(async move {
@@ -240,7 +280,7 @@ impl Watch {
     }
 
     /// Where to follow from; `None` when the log cannot be read.
-    async fn start(&self) -> Option<u64> {
+    async fn start(&self) -> Option<Start> {
         let last = match self.log.last_seq(&self.session_id).await {
             Ok(last) => last,
             Err(e) => {
@@ -248,20 +288,64 @@ impl Watch {
                 return None;
             }
         };
-        match self.client.running_turn(&self.session_id).await {
-            Ok(Some(running)) if !lock(&self.own).contains(&running.turn_id) => {
-                Some(running.log_from.min(last))
+        let seen = match self.seen {
+            Some(seen) if seen > last => {
+                tracing::warn!(session = %self.session_id, seen, last, "the host says it saw more of the log than it holds; following from its end");
+                last
             }
-            Ok(_) => Some(last),
+            Some(seen) => seen,
+            None => 0,
+        };
+        let from = match self.client.running_turn(&self.session_id).await {
+            Ok(Some(running)) if !lock(&self.own).contains(&running.turn_id) => {
+                running.log_from.min(last)
+            }
+            Ok(_) => last,
             Err(e) => {
                 tracing::warn!(session = %self.session_id, error = %e, "cannot ask whether the session runs a turn; watching from now");
-                Some(last)
+                last
             }
-        }
+        };
+        // A host that reconnects gets what it missed of a turn that has
+        // ended meanwhile too.
+        let from = match self.seen {
+            Some(_) => from.min(seen),
+            None => from,
+        };
+        Some(Start { from, seen, last })
     }
 
     async fn send(&self, watched: Watched) -> bool {
         self.tx.send(watched).await.is_ok()
+    }
+}
+
+/// Where a watch begins.
+struct Start {
+    /// It follows the log after this place.
+    from: u64,
+    /// The host has seen the log up to here (0: nothing of it).
+    seen: u64,
+    /// The log's end when the watch began.
+    last: u64,
+}
+
+/// Keeps `held` to the calls held by the records read so far.
+fn still_held(held: &mut Vec<Watched>, stored: &StoredEvent) {
+    match Logged::read(&stored.event) {
+        Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
+            held.push(Watched::Held { request, args });
+        }
+        Ok(Logged::Record(LogRecord::ApprovalResolved { request, .. })) => {
+            held.retain(|h| !matches!(h, Watched::Held { request: r, .. } if r.id == request.id))
+        }
+        Ok(Logged::Record(
+            LogRecord::InterruptRequested
+            | LogRecord::ToolCall { .. }
+            | LogRecord::ToolResult { .. },
+        ))
+        | Ok(Logged::Event(_))
+        | Err(_) => {}
     }
 }
 
@@ -302,8 +386,8 @@ async fn run_tool(
 }
 
 /// One stored event, sent on as what it is.
-async fn relay(events: &dyn RemoteEvents, text: &str) {
-    match Logged::read(text) {
+async fn relay(events: &dyn RemoteEvents, stored: &StoredEvent) {
+    match Logged::read(&stored.event) {
         Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
             events.approval_requested(&request, &args).await;
         }
@@ -317,7 +401,7 @@ async fn relay(events: &dyn RemoteEvents, text: &str) {
             | LogRecord::ToolCall { .. }
             | LogRecord::ToolResult { .. },
         )) => {}
-        Ok(Logged::Event(event)) => events.event(*event).await,
+        Ok(Logged::Event(event)) => events.event(*event, stored.seq).await,
         Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
     }
 }

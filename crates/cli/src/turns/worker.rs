@@ -408,6 +408,7 @@ impl WorkerTurns {
             extra_tools: super::proxy::proxies(turn, &own_tool_names(), self.log, &sink.records_tx),
             elsewhere: None,
             sync_prompts: true,
+            log_seen: None,
         });
         // The host's URIs are the front-end's to serve.
         let handle = session.handle();

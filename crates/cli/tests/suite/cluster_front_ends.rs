@@ -7,7 +7,7 @@
 //! Built only with the `temporal` feature.
 
 #[cfg(feature = "temporal")]
-mod front_ends {
+pub(crate) mod front_ends {
     use std::time::Duration;
 
     use keel_test_support::{KeelCommand, MockModelServer, MockResponse, tool_call};
@@ -23,14 +23,14 @@ mod front_ends {
 
     /// A cluster, a mock model, `n` homes (a machine each) and the
     /// workspace they share.
-    struct Machines {
-        c: Cluster,
-        mock: MockModelServer,
-        homes: Vec<tempfile::TempDir>,
-        ws: tempfile::TempDir,
+    pub(crate) struct Machines {
+        pub c: Cluster,
+        pub mock: MockModelServer,
+        pub homes: Vec<tempfile::TempDir>,
+        pub ws: tempfile::TempDir,
     }
 
-    async fn machines(n: usize) -> Option<Machines> {
+    pub(crate) async fn machines(n: usize) -> Option<Machines> {
         Some(Machines {
             c: Cluster::start(Duration::from_secs(3600)).await?,
             mock: MockModelServer::start().await,
@@ -40,7 +40,7 @@ mod front_ends {
     }
 
     /// Closes an RPC front-end's stdin; it exits 0.
-    async fn finished(front: Rpc) {
+    pub(crate) async fn finished(front: Rpc) {
         let (out, _) = front.finish().await;
         assert_eq!(out.code(), Some(0), "{}", out.stderr);
     }

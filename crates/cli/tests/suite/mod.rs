@@ -5,6 +5,7 @@ mod approvals;
 mod clients;
 mod cluster;
 mod cluster_front_ends;
+mod cluster_reconnect;
 mod cluster_turns;
 mod compaction_config;
 mod compaction_cycle;

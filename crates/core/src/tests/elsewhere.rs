@@ -61,13 +61,13 @@ impl RunsElsewhere for Scripted {
         if let Some(fail) = &self.fail {
             return Err(fail.clone());
         }
-        for event in &self.script {
-            events.event(event.clone()).await;
+        for (at, event) in self.script.iter().enumerate() {
+            events.event(event.clone(), at as u64 + 1).await;
         }
         if self.until_interrupted {
             run.interrupt.cancelled().await;
             events
-                .event(AgentEvent::AgentEnd { messages: vec![] })
+                .event(AgentEvent::AgentEnd { messages: vec![] }, 99)
                 .await;
         }
         if let Some(gate) = &self.gate {
@@ -76,7 +76,11 @@ impl RunsElsewhere for Scripted {
         Ok(())
     }
 
-    fn watch(&self, _session_id: &str) -> Option<tokio::sync::mpsc::Receiver<crate::Watched>> {
+    fn watch(
+        &self,
+        _session_id: &str,
+        _seen: Option<u64>,
+    ) -> Option<tokio::sync::mpsc::Receiver<crate::Watched>> {
         self.watched.lock().unwrap().take()
     }
 }
@@ -124,6 +128,42 @@ async fn a_prompt_runs_elsewhere_and_its_run_ends_here() {
     // The model here was never asked.
     assert!(h.provider.requests().is_empty());
     assert!(!h.session.snapshot().is_streaming);
+}
+
+/// The events up to `agent_settled`, each with its place in the log.
+async fn places(h: &mut Harness) -> Vec<(&'static str, Option<u64>)> {
+    let mut out = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), h.session.next_session_event())
+            .await
+            .expect("timed out waiting for an event")
+            .expect("session ended");
+        out.push((next.event.type_name(), next.log_seq));
+        if next.event == AgentEvent::AgentSettled {
+            return out;
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_event_of_a_run_elsewhere_keeps_its_place_in_the_log() {
+    let (mut h, _) = elsewhere(Scripted {
+        script: a_run("from the worker"),
+        ..Scripted::default()
+    });
+    h.prompt("hi").await;
+    // The log's own agent_settled (5) is not passed on: the one said here
+    // stands where the run's end stands.
+    assert_eq!(
+        places(&mut h).await,
+        [
+            ("agent_start", Some(1)),
+            ("turn_start", Some(2)),
+            ("message_end", Some(3)),
+            ("agent_end", Some(4)),
+            ("agent_settled", Some(4)),
+        ]
+    );
 }
 
 #[tokio::test]
@@ -273,6 +313,14 @@ async fn a_prompt_with_images_is_stored_here_and_answered_there() {
     assert!(matches!(messages[0], Message::User { .. }), "{messages:?}");
 }
 
+/// `event` as read from the log at `log_seq`.
+fn logged(event: &AgentEvent, log_seq: u64) -> crate::SessionEvent {
+    crate::SessionEvent {
+        event: event.clone(),
+        log_seq: Some(log_seq),
+    }
+}
+
 /// A session whose `watch` hears what the test sends.
 fn watching() -> (Harness, tokio::sync::mpsc::Sender<Watched>) {
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -289,27 +337,34 @@ async fn a_run_another_front_end_started_is_passed_on_and_ends_here() {
     let (mut h, watched) = watching();
     let run = a_run("from another front-end");
     // The log's own agent_settled is not passed on: it is said here.
-    for event in &run[..3] {
+    for (at, event) in run[..3].iter().enumerate() {
         watched
-            .send(Watched::Event(Box::new(event.clone())))
+            .send(Watched::Event(Box::new(logged(event, at as u64 + 7))))
             .await
             .unwrap();
     }
     watched
-        .send(Watched::Event(Box::new(AgentEvent::AgentSettled)))
+        .send(Watched::Event(Box::new(logged(
+            &AgentEvent::AgentSettled,
+            10,
+        ))))
         .await
         .unwrap();
     watched
         .send(Watched::Ended {
-            end: Some(Box::new(run[3].clone())),
+            end: Some(Box::new(logged(&run[3], 11))),
         })
         .await
         .unwrap();
-    let events = h.run_to_end().await;
-    let names: Vec<&str> = events.iter().map(AgentEvent::type_name).collect();
     assert_eq!(
-        names,
-        ["agent_start", "turn_start", "message_end", "agent_end"]
+        places(&mut h).await,
+        [
+            ("agent_start", Some(7)),
+            ("turn_start", Some(8)),
+            ("message_end", Some(9)),
+            ("agent_end", Some(11)),
+            ("agent_settled", Some(11)),
+        ]
     );
     // Nothing ran here.
     assert!(h.provider.requests().is_empty());
@@ -333,11 +388,14 @@ async fn what_is_heard_of_others_while_a_run_of_its_own_runs_is_dropped() {
         .unwrap()
         .unwrap();
     assert_eq!(first.type_name(), "agent_start");
-    tx.send(Watched::Event(Box::new(AgentEvent::TurnStart)))
+    tx.send(Watched::Event(Box::new(logged(&AgentEvent::TurnStart, 3))))
         .await
         .unwrap();
     tx.send(Watched::Ended {
-        end: Some(Box::new(AgentEvent::AgentEnd { messages: vec![] })),
+        end: Some(Box::new(logged(
+            &AgentEvent::AgentEnd { messages: vec![] },
+            4,
+        ))),
     })
     .await
     .unwrap();

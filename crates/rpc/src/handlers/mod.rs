@@ -90,7 +90,10 @@ impl Server {
             Command::Bash(args) => self.bash(id, args),
             Command::AbortBash => self.abort_bash(id, name).await,
             Command::GetSessionStats => self.get_session_stats().into(),
-            Command::SwitchSession(args) => self.switch_session(id, &args.session_path).await,
+            Command::SwitchSession(args) => {
+                self.switch_session(id, &args.session_path, args.after_log_seq)
+                    .await
+            }
             Command::GetLastAssistantText => self.get_last_assistant_text().into(),
             Command::SetSessionName(args) => self.set_session_name(&args.name).await.into(),
             Command::GetMessages => self.get_messages().into(),

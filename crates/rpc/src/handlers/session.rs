@@ -43,8 +43,13 @@ impl Server {
     /// Switches, answers, then resumes a turn of the opened session that
     /// a crash or kill cut off (so the response comes before its
     /// `agent_start`).
-    pub(super) async fn switch_session(&mut self, id: Option<&WireId>, path: &str) -> Answer {
-        match self.open_other(path).await {
+    pub(super) async fn switch_session(
+        &mut self,
+        id: Option<&WireId>,
+        path: &str,
+        log_seen: Option<u64>,
+    ) -> Answer {
+        match self.open_other(path, log_seen).await {
             Ok(switched) => {
                 self.out
                     .respond_ok(id, "switch_session", Some(json!({"cancelled": false})))
@@ -83,7 +88,7 @@ impl Server {
 
     /// Opens `path` in place of the active session; false when it is the
     /// active session already.
-    async fn open_other(&mut self, path: &str) -> Result<bool, WireError> {
+    async fn open_other(&mut self, path: &str, log_seen: Option<u64>) -> Result<bool, WireError> {
         let current = self.handle().snapshot();
         let same = current
             .session_file
@@ -96,7 +101,10 @@ impl Server {
         let opened = self
             .factory
             .open(
-                OpenTarget::Resume(path.to_owned()),
+                OpenTarget::Resume {
+                    session: path.to_owned(),
+                    log_seen,
+                },
                 self.model.as_ref().map(|m| &m.info),
                 current.thinking_level,
             )
