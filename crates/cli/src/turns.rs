@@ -64,6 +64,10 @@ pub enum LogRecord {
         #[serde(default)]
         args: serde_json::Value,
     },
+    /// That front-end still runs the call: said every
+    /// `RUNNING_BEAT` (2 s) while it does, so the worker can tell a
+    /// slow tool from a front-end that went away.
+    ToolRunning { call_id: String },
     /// That front-end's answer to the call.
     ToolResult {
         call_id: String,

@@ -244,6 +244,7 @@ impl Watch {
                 Ok(Logged::Record(
                     LogRecord::InterruptRequested
                     | LogRecord::ToolCall { .. }
+                    | LogRecord::ToolRunning { .. }
                     | LogRecord::ToolResult { .. },
                 ))
                 | Err(_) => continue,
@@ -342,6 +343,7 @@ fn still_held(held: &mut Vec<Watched>, stored: &StoredEvent) {
         Ok(Logged::Record(
             LogRecord::InterruptRequested
             | LogRecord::ToolCall { .. }
+            | LogRecord::ToolRunning { .. }
             | LogRecord::ToolResult { .. },
         ))
         | Ok(Logged::Event(_))
@@ -374,9 +376,23 @@ async fn run_tool(
     args: serde_json::Value,
 ) {
     tracing::info!(tool = %tool, call = %call_id, "running a tool for the worker's turn");
-    let out = events.run_tool(&call_id, &tool, args).await;
+    let run = events.run_tool(&call_id, &tool, args);
+    tokio::pin!(run);
+    // The worker takes silence for a front-end that went away.
+    let mut beat = tokio::time::interval(super::proxy::RUNNING_BEAT);
+    let out = loop {
+        tokio::select! {
+            out = &mut run => break out,
+            _ = beat.tick() => {
+                let running = LogRecord::ToolRunning { call_id: call_id.clone() };
+                if let Err(e) = tell_worker(log, turn, &running).await {
+                    tracing::debug!(error = %format!("{e:#}"), "cannot tell the worker the call still runs");
+                }
+            }
+        }
+    };
     let record = LogRecord::ToolResult {
-        call_id,
+        call_id: call_id.clone(),
         result: out.result,
         is_error: out.is_error,
     };
@@ -399,6 +415,7 @@ async fn relay(events: &dyn RemoteEvents, stored: &StoredEvent) {
         Ok(Logged::Record(
             LogRecord::InterruptRequested
             | LogRecord::ToolCall { .. }
+            | LogRecord::ToolRunning { .. }
             | LogRecord::ToolResult { .. },
         )) => {}
         Ok(Logged::Event(event)) => events.event(*event, stored.seq).await,

@@ -8,13 +8,18 @@
 //! worker's approval gate judges a call by the class the front-end gave;
 //! a call that passes becomes a `tool_call` record in the session's event
 //! log, after the call's `tool_execution_start`, and the proxy waits for
-//! the front-end's `tool_result` record of the same call. An abort of the
-//! run stops the wait (the front-end's run is aborted by the same
-//! interrupt); a front-end that never answers ends the call with an error
-//! after [`ANSWER_WAIT`]. It must not know how the front-end runs them.
+//! the front-end's `tool_result` record of the same call. While the
+//! front-end runs the call it says so every [`RUNNING_BEAT`]
+//! (`tool_running`); a front-end not heard from for [`SILENCE`] has gone
+//! away (killed, its machine lost), and the call ends with an error that
+//! says it may or may not have happened. An abort of the run stops the
+//! wait (the front-end's run is aborted by the same interrupt). It must
+//! not know how the front-end runs them.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use keel_protocol::{ToolResult, ToolSpec};
 use keel_session_store::EventLog;
@@ -25,10 +30,21 @@ use tokio::sync::mpsc;
 
 use super::{LogRecord, Logged};
 
-/// How long a call waits for the front-end's answer: longer than a host
-/// is given to answer a host tool (10 minutes), so the host's own timeout
-/// speaks first.
-pub const ANSWER_WAIT: Duration = Duration::from_secs(11 * 60);
+/// How often a front-end running a call for a worker says so.
+pub const RUNNING_BEAT: Duration = Duration::from_secs(2);
+
+/// How long a worker's call waits without a word from the front-end
+/// before it takes the front-end for gone: five beats.
+pub const SILENCE: Duration = Duration::from_secs(10);
+
+/// How a wait for the front-end's answer ended.
+enum Answer {
+    Given(ToolOutput),
+    /// The front-end said nothing for [`SILENCE`].
+    Gone,
+    /// The log's follower ended.
+    Stopped,
+}
 
 /// A tool of the front-end, run there; see the module docs.
 pub(super) struct FrontEndProxy {
@@ -110,32 +126,48 @@ impl Tool for FrontEndProxy {
             return Err(keel_tools::Error::Aborted);
         }
         let answered = async {
-            while let Some(stored) = answers.recv().await {
+            let mut heard = Instant::now();
+            loop {
+                let Ok(next) = tokio::time::timeout_at(heard + SILENCE, answers.recv()).await
+                else {
+                    return Answer::Gone;
+                };
+                let Some(stored) = next else {
+                    return Answer::Stopped;
+                };
                 if stored.turn != self.turn_id {
                     continue;
                 }
-                if let Ok(Logged::Record(LogRecord::ToolResult {
-                    call_id,
-                    result,
-                    is_error,
-                })) = Logged::read(&stored.event)
-                    && call_id == ctx.call_id
-                {
-                    return Some(ToolOutput { result, is_error });
+                match Logged::read(&stored.event) {
+                    Ok(Logged::Record(LogRecord::ToolResult {
+                        call_id,
+                        result,
+                        is_error,
+                    })) if call_id == ctx.call_id => {
+                        return Answer::Given(ToolOutput { result, is_error });
+                    }
+                    Ok(Logged::Record(LogRecord::ToolRunning { call_id }))
+                        if call_id == ctx.call_id =>
+                    {
+                        heard = Instant::now();
+                    }
+                    _ => {}
                 }
             }
-            None
         };
         tokio::select! {
             () = ctx.cancel.cancelled() => Err(keel_tools::Error::Aborted),
-            answer = tokio::time::timeout(ANSWER_WAIT, answered) => match answer {
-                Ok(Some(out)) => Ok(out),
-                Ok(None) => Err(keel_tools::Error::Failed("the session's event log stopped".to_owned())),
-                Err(_) => Ok(ToolOutput::error(ToolResult::text(format!(
-                    "The front-end that runs `{}` did not answer within {} minutes.",
-                    self.spec.name,
-                    ANSWER_WAIT.as_secs() / 60
-                )))),
+            answer = answered => match answer {
+                Answer::Given(out) => Ok(out),
+                Answer::Stopped => Err(keel_tools::Error::Failed("the session's event log stopped".to_owned())),
+                Answer::Gone => {
+                    tracing::warn!(tool = %self.spec.name, call = %ctx.call_id, "the front-end running the call went away");
+                    Ok(ToolOutput::error(ToolResult::text(format!(
+                        "The front-end that runs `{}` went away before it answered (nothing heard from it for {} s): the call may or may not have happened.",
+                        self.spec.name,
+                        SILENCE.as_secs()
+                    ))))
+                }
             },
         }
     }

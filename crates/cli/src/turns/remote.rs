@@ -160,6 +160,7 @@ fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
                 }
                 LogRecord::InterruptRequested
                 | LogRecord::ToolCall { .. }
+                | LogRecord::ToolRunning { .. }
                 | LogRecord::ToolResult { .. } => {}
             }
         }

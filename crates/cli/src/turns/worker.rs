@@ -318,6 +318,7 @@ impl WorkerTurns {
                     Ok(Logged::Record(
                         LogRecord::InterruptRequested
                         | LogRecord::ToolCall { .. }
+                        | LogRecord::ToolRunning { .. }
                         | LogRecord::ToolResult { .. },
                     ))
                     | Err(_) => {}

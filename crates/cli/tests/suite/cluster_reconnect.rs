@@ -1,18 +1,25 @@
-//! A host that reconnects to a session whose turns run on workers: every
-//! event frame of such a turn carries `log_seq`, its place in the
-//! session's shared event log, and a host that opens the session on
-//! another front-end with the last one it saw gets the rest of the turn,
-//! each event once, and the calls still held offered again. Built only
+//! Front-ends that go away while a worker runs their session's turn. A
+//! host that reconnects: every event frame of such a turn carries
+//! `log_seq`, its place in the session's shared event log, and a host
+//! that opens the session on another front-end with the last one it saw
+//! gets the rest of the turn, each event once, and the calls still held
+//! offered again. A front-end killed while it runs a host tool for the
+//! worker: the worker's call ends once the front-end has been silent a
+//! while, as a call that may or may not have happened, and the turn goes
+//! on; a slow host tool on a live front-end is waited for. Built only
 //! with the `temporal` feature.
 
 #[cfg(feature = "temporal")]
 mod reconnect {
-    use keel_test_support::KeelChild;
+    use std::time::Duration;
+
+    use keel_test_support::{KeelChild, MockResponse, tool_call};
     use serde_json::{Value, json};
 
     use crate::suite::cluster::durable::{deploy_turn, kill9};
     use crate::suite::cluster_front_ends::front_ends::{Machines, finished, machines};
     use crate::suite::cluster_turns::on_workers::{rpc_front_end, turn_worker};
+    use crate::suite::rpc::host::{answer_echo, echo_tool};
     use crate::suite::rpc::{Rpc, event_type};
 
     /// The type and `log_seq` of each event frame `front` wrote.
@@ -111,5 +118,70 @@ mod reconnect {
         assert!(asked.is_empty(), "{asked:?}");
         finished(b).await;
         finished(c).await;
+    }
+
+    fn echo_turn(mock: &keel_test_support::MockModelServer, call_id: &str, then: &str) {
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                call_id,
+                "echo_host",
+                json!({"message": "hello"}),
+            )]),
+            MockResponse::text(then),
+        ]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_front_end_killed_while_its_host_runs_a_tool_for_the_worker_ends_only_that_call() {
+        let Some(m) = machines(3).await else {
+            return;
+        };
+        let _worker = turn_worker(&m.c, &m.mock, m.homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&m.c, &m.mock, m.homes[1].path(), m.ws.path(), &[]).await;
+        a.ok(echo_tool()).await;
+        let state = a.ok(json!({"type": "get_state"})).await;
+        let session = state["sessionId"].as_str().unwrap().to_owned();
+
+        // A slow host on a live front-end is waited for, past the silence
+        // after which a front-end counts as gone.
+        echo_turn(&m.mock, "h1", "The host said hello.");
+        a.send(json!({"type": "prompt", "message": "echo hello"}))
+            .await;
+        tokio::time::sleep(Duration::from_secs(13)).await;
+        answer_echo(&mut a, "h1").await;
+        a.event("agent_end").await;
+        let heard = m.mock.last_request().unwrap().body["messages"].to_string();
+        assert!(heard.contains("host says: hello"), "{heard}");
+
+        // B has the session open; A dies while its host runs the next call.
+        let args = ["--session", session.as_str()];
+        let mut b = rpc_front_end(&m.c, &m.mock, m.homes[2].path(), m.ws.path(), &args).await;
+        b.ok(json!({"type": "get_state"})).await;
+        echo_turn(&m.mock, "h2", "The host went away.");
+        a.send(json!({"type": "prompt", "message": "echo hello again"}))
+            .await;
+        a.wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
+            .await;
+        kill9(a.child).await;
+        // The worker's call ends as one that may or may not have happened,
+        // and the turn goes on to its end.
+        let end = b
+            .wait_for("tool_execution_end", |f| {
+                event_type(f) == Some("tool_execution_end")
+            })
+            .await;
+        let end = &end["payload"]["event"];
+        assert_eq!(end["isError"], true, "{end}");
+        assert!(
+            end.to_string().contains("may or may not have happened"),
+            "{end}"
+        );
+        until_settled(&mut b).await;
+        let messages = b.ok(json!({"type": "get_messages"})).await;
+        let text = messages.to_string();
+        assert!(text.contains("went away before it answered"), "{text}");
+        assert!(text.contains("The host went away."), "{text}");
+        assert_eq!(m.mock.request_count(), 4);
+        finished(b).await;
     }
 }
