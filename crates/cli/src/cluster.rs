@@ -307,8 +307,10 @@ async fn worker(
     // worker runs approval waits only. Draining, turns get
     // `--drain-timeout` to end; the rest are left to other workers.
     let leave = CancellationToken::new();
-    let turns = crate::turns::worker::WorkerTurns::new(global, model, leave.clone())
-        .map(|t| Arc::new(t) as Arc<dyn keel_temporal::TurnRunner>);
+    let mine = crate::turns::worker::WorkerTurns::new(global, model, leave.clone()).map(Arc::new);
+    let turns = mine
+        .clone()
+        .map(|t| t as Arc<dyn keel_temporal::TurnRunner>);
     if turns.is_none() {
         tracing::info!("no shared database: this worker runs approval waits, not turns");
     }
@@ -320,7 +322,11 @@ async fn worker(
         tracing::info!("leaving the turns still running to other workers");
         leave.cancel();
     });
-    keel_temporal::run_worker(config, engine, turns, shutdown).await?;
+    let ran = keel_temporal::run_worker(config, engine, turns, shutdown).await;
+    if let Some(turns) = mine {
+        turns.stop().await;
+    }
+    ran?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -28,6 +28,8 @@ mod proxy;
 pub mod remote;
 #[cfg(feature = "temporal")]
 pub mod worker;
+#[cfg(feature = "temporal")]
+mod worker_mcp;
 
 use keel_core::keel_approvals::{PendingRequest, Resolution};
 use keel_protocol::{AgentEvent, Message};

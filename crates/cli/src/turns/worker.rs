@@ -4,9 +4,11 @@
 //! A try opens the turn's session from the shared database, with the
 //! model of the worker's own configuration (recorded when it differs),
 //! the approval gate of the turn's workspace (held calls wait; each wait
-//! has its `keel.approval` workflow through the process's durable waits)
-//! and the built-in tools, beside stand-ins for the tools the front-end
-//! runs (its host's, its MCP servers'; `super::proxy`). Then, in order: a turn a crash cut off is
+//! has its `keel.approval` workflow through the process's durable waits),
+//! the built-in tools and the worker's own MCP servers'
+//! (`super::worker_mcp`), beside stand-ins for the tools the front-end
+//! runs (its host's, its MCP servers'; `super::proxy`; a name the worker
+//! has a tool of its own for is the worker's). Then, in order: a turn a crash cut off is
 //! resumed (core's crash resume: each unanswered call answered once,
 //! through the gate); the prompt is sent unless an earlier try stored it
 //! ([`super::prompt_stored`]); a prompt that an earlier try stored but the
@@ -59,6 +61,7 @@ pub struct WorkerTurns {
     log: EventLog,
     /// Fires when the worker, draining, stops waiting for its turns.
     leave: CancellationToken,
+    mcp: super::worker_mcp::WorkerMcp,
 }
 
 impl WorkerTurns {
@@ -73,7 +76,13 @@ impl WorkerTurns {
             model: model.clone(),
             log: EventLog::shared()?,
             leave,
+            mcp: Default::default(),
         })
+    }
+
+    /// Stops the MCP servers the worker's turns used.
+    pub async fn stop(&self) {
+        self.mcp.stop().await;
     }
 }
 
@@ -368,6 +377,19 @@ impl WorkerTurns {
         let provider = build_provider(&resolved)?;
         let settings = crate::config::Settings::load(&self.global)?.file;
         let sandbox = settings.sandbox.settings(None)?;
+        let mut tools = self
+            .mcp
+            .tools(&resolved.home, &settings.mcp_servers, cwd)
+            .await;
+        let mut own = own_tool_names();
+        own.extend(tools.iter().map(|t| t.name().to_owned()));
+        // The front-end's own tools, run there.
+        tools.extend(super::proxy::proxies(
+            turn,
+            &own,
+            self.log,
+            &sink.records_tx,
+        ));
         let store = SessionStore::for_home(&resolved.home);
         let path = store.resolve(cwd, &turn.session_id).await?;
         let loaded = keel_session_store::load(&path)
@@ -405,8 +427,7 @@ impl WorkerTurns {
                 },
             )),
             sandbox,
-            // The front-end's own tools, run there.
-            extra_tools: super::proxy::proxies(turn, &own_tool_names(), self.log, &sink.records_tx),
+            extra_tools: tools,
             elsewhere: None,
             sync_prompts: true,
             log_seen: None,

@@ -577,4 +577,52 @@ pub(crate) mod front_ends {
         assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
         finished(a).await;
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_workers_own_mcp_server_serves_the_turns_it_runs() {
+        if !crate::suite::clients::npm_client("@modelcontextprotocol/server-everything") {
+            return;
+        }
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
+            return;
+        };
+        let everything =
+            crate::suite::clients::clients_dir().join("node_modules/.bin/mcp-server-everything");
+        // Only the worker's configuration names the server.
+        std::fs::write(
+            homes[0].path().join("config.toml"),
+            format!(
+                "[mcp_servers.everything]\ncommand = {:?}\nargs = [\"stdio\"]\ndefault_class = \"read\"\n",
+                everything.display().to_string()
+            ),
+        )
+        .unwrap();
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call(
+                "m1",
+                "mcp__everything__echo",
+                json!({"message": "from the worker's server"}),
+            )]),
+            MockResponse::text("echoed"),
+        ]);
+        let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
+        a.send(json!({"type": "prompt", "message": "echo it"}))
+            .await;
+        let end = a.event("tool_execution_end").await;
+        assert_eq!(end["isError"], false, "{end}");
+        assert!(
+            end.to_string().contains("from the worker's server"),
+            "{end}"
+        );
+        a.event("agent_end").await;
+        assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
+        let offered = mock.requests()[0].body["tools"].to_string();
+        assert!(offered.contains("mcp__everything__echo"), "{offered}");
+        // The front-end has no such server: the worker ran it.
+        let state = a.ok(json!({"type": "get_state"})).await;
+        let servers = state["mcpServers"].as_array();
+        assert!(servers.is_none_or(Vec::is_empty), "{state}");
+        finished(a).await;
+    }
 }
