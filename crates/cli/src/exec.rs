@@ -82,6 +82,12 @@ pub struct ExecArgs {
     /// instead of on a `keel worker`.
     #[arg(long)]
     pub here: bool,
+    /// With --session or --continue, on a cluster: show the turn a worker
+    /// runs in that session now (started from anywhere) from its start,
+    /// instead of starting one; exits when it ends, with the exit code of
+    /// a turn started here. SIGINT interrupts it, as for a turn started here.
+    #[arg(long, conflicts_with_all = ["prompt", "no_session", "fork_from", "here"])]
+    pub attach: bool,
 }
 
 pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -91,6 +97,9 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
     };
     if !cwd.is_dir() {
         bail!("workspace {} is not a directory", cwd.display());
+    }
+    if args.attach {
+        return attach(global, &args, &cwd).await;
     }
     let prompt = read_prompt(args.prompt.as_deref())?;
     if let Some(settings) = on_worker(global, &args)? {
@@ -232,6 +241,45 @@ async fn on_cluster(
         "turns run on workers only in a keel with Temporal support (add --here to run it in this process): {}",
         keel_temporal::NOT_BUILT
     )
+}
+
+/// `keel exec --attach`: follows the turn running in the session.
+async fn attach(global: &GlobalArgs, args: &ExecArgs, cwd: &Path) -> anyhow::Result<ExitCode> {
+    if args.session.is_none() && !args.continue_ {
+        bail!("--attach needs the session: --session ID or --continue");
+    }
+    if !keel_temporal::BUILT {
+        bail!(
+            "--attach follows a turn on a worker: {}",
+            keel_temporal::NOT_BUILT
+        );
+    }
+    let Some(settings) = on_worker(global, args)? else {
+        bail!(
+            "--attach follows a turn a worker runs: it needs the shared database and a Temporal cluster (--database, --temporal; docs/deploy.md)"
+        );
+    };
+    attach_on_cluster(global, args, cwd, settings).await
+}
+
+#[cfg(feature = "temporal")]
+async fn attach_on_cluster(
+    global: &GlobalArgs,
+    args: &ExecArgs,
+    cwd: &Path,
+    settings: keel_temporal::TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    crate::turns::remote::attach(global, args, cwd, settings).await
+}
+
+#[cfg(not(feature = "temporal"))]
+async fn attach_on_cluster(
+    _global: &GlobalArgs,
+    _args: &ExecArgs,
+    _cwd: &Path,
+    _settings: keel_temporal::TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    bail!("{}", keel_temporal::NOT_BUILT)
 }
 
 /// One warning line on stderr: `keel: warning: <text>`.

@@ -12,7 +12,8 @@
 //! with the same database). SIGINT or SIGTERM interrupts the turn on its
 //! worker (an `interrupt_requested` record in the log, which that worker
 //! follows); a second one leaves at once (the turn is then interrupted
-//! anyway). The exit codes are those of a turn run here.
+//! anyway). The exit codes are those of a turn run here. [`attach`]
+//! shows a turn already running the same way (`keel exec --attach`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -60,6 +61,53 @@ pub async fn run(
     };
     client.start_turn(&turn).await?;
     tracing::info!(session = %session_id, "the turn runs on a worker");
+    follow(&client, &log, &turn, args.json).await
+}
+
+/// `keel exec --attach`: shows the turn running in the session that
+/// `--session`/`--continue` names, from its start, as if it had been
+/// started here; a session without a running turn is said on stderr
+/// (exit 0).
+#[allow(clippy::print_stderr)]
+pub async fn attach(
+    global: &GlobalArgs,
+    args: &ExecArgs,
+    cwd: &Path,
+    settings: TemporalSettings,
+) -> anyhow::Result<ExitCode> {
+    let log = EventLog::shared().context("turns on a worker need the shared database")?;
+    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
+    let store = SessionStore::for_home(&crate::config::home_dir(global)?);
+    let path = match &args.session {
+        Some(id) => store.resolve(cwd, id).await?,
+        None => match store.latest(cwd).await? {
+            Some(latest) => latest.path,
+            None => bail!("no session to attach to in {}", cwd.display()),
+        },
+    };
+    let session_id = keel_session_store::load(&path)
+        .await
+        .with_context(|| format!("cannot load session {}", path.display()))?
+        .header
+        .id;
+    let Some(running) = client.running_turn(&session_id).await? else {
+        eprintln!("keel: no turn runs in session {session_id}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    tracing::info!(session = %session_id, turn = %running.turn_id, "attached to the turn");
+    let turn = TurnInput {
+        session_id,
+        cwd: cwd.display().to_string(),
+        turn_id: running.turn_id,
+        prompt: None,
+        base_leaf: None,
+        log_from: running.log_from,
+        model: None,
+        thinking: None,
+        approval_mode: None,
+        tools: Vec::new(),
+        host_schemes: Vec::new(),
+    };
     follow(&client, &log, &turn, args.json).await
 }
 

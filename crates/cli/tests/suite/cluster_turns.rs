@@ -648,7 +648,15 @@ pub(crate) mod on_workers {
             return;
         };
         kill9(front).await;
-        c.approve(&id).await;
+        // From another machine, the user attaches to the turn: it is shown
+        // from its start, the held call with how to decide it.
+        let attach = || {
+            c.keel_at(homes[1].path(), ws.path())
+                .args(["exec", "--json", "--attach", "--continue"])
+        };
+        let mut attached = attach().spawn().await.unwrap();
+        assert_eq!(held_call(&mut attached).await, id);
+        approved_and_done_once(&c, &id, attached, &mock).await;
         // The worker finishes the turn: the session, listed from another
         // machine, holds the prompt, the call, its result and the answer.
         let finished = async {
@@ -669,7 +677,14 @@ pub(crate) mod on_workers {
         tokio::time::timeout(HANG, finished)
             .await
             .expect("the worker never finished the turn");
-        each_message_once(&mock);
+        // Once it has ended there is nothing to attach to.
+        let after = attach().run().await.unwrap();
+        assert_eq!(after.code(), Some(0), "{}", after.stderr);
+        assert!(
+            after.stderr.contains("no turn runs in session"),
+            "{}",
+            after.stderr
+        );
         // The call's wait was a child of the turn's workflow.
         let parent = async {
             loop {

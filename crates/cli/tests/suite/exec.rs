@@ -256,6 +256,39 @@ async fn missing_api_key_is_a_clear_usage_error() {
 }
 
 #[tokio::test]
+async fn attach_without_a_cluster_says_what_it_needs() {
+    let env = Env::new().await;
+    let out = env.exec().args(["--attach"]).run().await.unwrap();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr.contains("--session ID or --continue"),
+        "{}",
+        out.stderr
+    );
+    let out = env
+        .exec()
+        .args(["--attach", "--continue"])
+        .run()
+        .await
+        .unwrap();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr.contains("--attach follows a turn"),
+        "{}",
+        out.stderr
+    );
+    // With a prompt it is a usage error.
+    let out = env
+        .exec()
+        .args(["--attach", "--continue", "hi"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert_eq!(env.mock.request_count(), 0);
+}
+
+#[tokio::test]
 async fn json_mode_prints_every_event_as_a_line() {
     let env = Env::new().await;
     env.mock.push_all([
