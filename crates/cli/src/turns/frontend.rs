@@ -15,7 +15,7 @@
 //! decided there too. The core session does the rest (see `keel_core`'s `elsewhere`). It must
 //! not know the wire protocols.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -39,7 +39,7 @@ pub struct OnWorkers {
     model: Option<String>,
     /// The turns this process started: their runs relay their events, so
     /// the watches leave them out.
-    own: Arc<Mutex<HashSet<String>>>,
+    own: Arc<Mutex<OwnTurns>>,
 }
 
 impl OnWorkers {
@@ -93,7 +93,7 @@ impl RunsElsewhere for OnWorkers {
                 })
                 .collect(),
         };
-        lock(&self.own).insert(turn.turn_id.clone());
+        lock(&self.own).add(turn.turn_id.clone());
         self.client
             .start_turn(&turn)
             .await
@@ -150,6 +150,35 @@ impl RunsElsewhere for OnWorkers {
     }
 }
 
+/// The ids of the last [`OWN_TURNS_KEPT`] turns this process started. A
+/// watch is never that many turns behind, so older ones are let go (the
+/// process does not grow with the turns it runs).
+#[derive(Default)]
+struct OwnTurns {
+    ids: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+/// How many of its own turns a front-end remembers.
+const OWN_TURNS_KEPT: usize = 1024;
+
+impl OwnTurns {
+    fn add(&mut self, id: String) {
+        if self.ids.insert(id.clone()) {
+            self.order.push_back(id);
+        }
+        while self.order.len() > OWN_TURNS_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -165,7 +194,7 @@ const WATCH_CAPACITY: usize = 64;
 struct Watch {
     client: TemporalClient,
     log: EventLog,
-    own: Arc<Mutex<HashSet<String>>>,
+    own: Arc<Mutex<OwnTurns>>,
     session_id: String,
     seen: Option<u64>,
     tx: mpsc::Sender<Watched>,
@@ -420,5 +449,25 @@ async fn relay(events: &dyn RemoteEvents, stored: &StoredEvent) {
         )) => {}
         Ok(Logged::Event(event)) => events.event(*event, stored.seq).await,
         Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_front_end_remembers_its_last_turns_only() {
+        let mut own = OwnTurns::default();
+        for i in 0..OWN_TURNS_KEPT + 10 {
+            own.add(format!("turn-{i}"));
+        }
+        own.add("turn-20".to_owned());
+        assert!(!own.contains("turn-0"));
+        assert!(!own.contains("turn-9"));
+        assert!(own.contains("turn-10"));
+        assert!(own.contains(&format!("turn-{}", OWN_TURNS_KEPT + 9)));
+        assert_eq!(own.ids.len(), OWN_TURNS_KEPT);
+        assert_eq!(own.order.len(), OWN_TURNS_KEPT);
     }
 }
