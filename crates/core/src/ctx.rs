@@ -28,15 +28,6 @@ impl RunCtx {
         let _ = self.events.send(SessionEvent::here(event)).await;
     }
 
-    /// Sends an event read from the session's shared event log at `log_seq`.
-    pub async fn emit_logged(&self, event: AgentEvent, log_seq: u64) {
-        self.send(SessionEvent {
-            event,
-            log_seq: Some(log_seq),
-        })
-        .await;
-    }
-
     /// Sends an event as it is.
     pub async fn send(&self, event: SessionEvent) {
         let _ = self.events.send(event).await;

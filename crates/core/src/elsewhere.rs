@@ -215,8 +215,9 @@ struct Relay<'a> {
 /// What the relay of one run has seen.
 #[derive(Default)]
 struct RelayState {
-    /// The run's last `agent_end`, passed on when the run has ended.
-    held_end: Option<SessionEvent>,
+    /// Its tries as one run; the last `agent_end` is passed on when the
+    /// run has ended.
+    tries: crate::tries::TryJoin<()>,
     /// An `agent_start` was passed on.
     started: bool,
     /// The user's message stored here for the run (see [`prompt_of`]):
@@ -239,46 +240,38 @@ impl RemoteEvents for Relay<'_> {
         if matches!(event, AgentEvent::AgentSettled) {
             return;
         }
-        let earlier = self.state().held_end.take();
-        match (earlier, event) {
-            // A try that died elsewhere ended its run and the next try
-            // starts another: here it is one run, as the user asked for one.
-            (Some(_), AgentEvent::AgentStart) => {}
-            (earlier, event) => {
-                if let Some(end) = earlier {
-                    self.ctx.send(end).await;
-                }
-                match event {
-                    AgentEvent::AgentEnd { .. } => {
-                        self.state().held_end = Some(SessionEvent {
-                            event,
-                            log_seq: Some(log_seq),
-                        });
-                    }
-                    other => {
-                        if matches!(other, AgentEvent::AgentStart) {
-                            self.state().started = true;
-                        }
-                        let shows_prompt = matches!(other, AgentEvent::TurnStart);
-                        self.ctx.emit_logged(other, log_seq).await;
-                        let stored = if shows_prompt {
-                            let mut state = self.state();
-                            state.shown = state.stored.take();
-                            state.shown.clone()
-                        } else {
-                            None
-                        };
-                        if let Some(message) = stored {
-                            self.ctx
-                                .emit(AgentEvent::MessageStart {
-                                    message: message.clone(),
-                                })
-                                .await;
-                            self.ctx.emit(AgentEvent::MessageEnd { message }).await;
-                        }
-                    }
-                }
-            }
+        // A try that died elsewhere ended its run and the next try starts
+        // another: here it is one run, as the user asked for one.
+        let joined = self.state().tries.next(
+            (),
+            SessionEvent {
+                event,
+                log_seq: Some(log_seq),
+            },
+        );
+        if let Some(end) = joined.ended {
+            self.ctx.send(end).await;
+        }
+        let Some(event) = joined.event else { return };
+        if event.event == AgentEvent::AgentStart {
+            self.state().started = true;
+        }
+        let shows_prompt = event.event == AgentEvent::TurnStart;
+        self.ctx.send(event).await;
+        let stored = if shows_prompt {
+            let mut state = self.state();
+            state.shown = state.stored.take();
+            state.shown.clone()
+        } else {
+            None
+        };
+        if let Some(message) = stored {
+            self.ctx
+                .emit(AgentEvent::MessageStart {
+                    message: message.clone(),
+                })
+                .await;
+            self.ctx.emit(AgentEvent::MessageEnd { message }).await;
         }
     }
 
@@ -395,14 +388,14 @@ pub(crate) async fn run(
         let ran = elsewhere.run(run, &relay).await;
         reload(&ctx).await;
         let RelayState {
-            held_end: end,
+            mut tries,
             started,
             // The run there began after the stored message: its end lists
             // it first, as a run here lists its prompt.
             shown,
             ..
         } = std::mem::take(&mut *relay.state());
-        let end = match (ran, end) {
+        let end = match (ran, tries.take()) {
             (
                 Ok(()),
                 Some(SessionEvent {

@@ -46,6 +46,7 @@ mod session;
 mod state;
 mod todo;
 mod tool_exec;
+mod tries;
 
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,7 @@ pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, Retr
 pub use session::{Delivery, QueueKind, Session, SessionHandle, SessionSnapshot, shutdown_split};
 pub use state::SessionDeps;
 pub use todo::{DEFAULT_TODO_REMINDERS, TodoPolicy};
+pub use tries::{Joined, TryJoin};
 
 /// Capacity of the op channel into a session task.
 pub const OP_CHANNEL_CAPACITY: usize = 64;

@@ -20,9 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use keel_core::SessionEvent;
 use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
-use keel_protocol::AgentEvent;
+use keel_core::{SessionEvent, TryJoin};
 use keel_session_store::{EventLog, StoredEvent};
 use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
 use tokio::sync::mpsc;
@@ -215,7 +214,7 @@ impl Watch {
         let mut gap_after = (seen > 0).then_some(from);
         // A turn's last `agent_end` waits until its workflow has ended (a
         // try that died wrote one, and the next try goes on).
-        let mut held: Option<(String, Box<SessionEvent>)> = None;
+        let mut tries: TryJoin<String> = TryJoin::default();
         // Waits for that workflow's end; dropped (aborted) when a later
         // event settles the question first, or with the watch.
         let mut ended: Option<AbortOnDropHandle<()>> = None;
@@ -224,7 +223,7 @@ impl Watch {
                 stored = follower.recv() => stored,
                 _ = async { if let Some(e) = ended.as_mut() { let _ = e.await; } }, if ended.is_some() => {
                     ended = None;
-                    if !self.send(Watched::Ended { end: held.take().map(|(_, end)| end) }).await {
+                    if !self.send(Watched::Ended { end: tries.take().map(Box::new) }).await {
                         return;
                     }
                     continue;
@@ -278,29 +277,30 @@ impl Watch {
                 ))
                 | Err(_) => continue,
                 Ok(Logged::Event(event)) => {
-                    if let Some((turn, end)) = held.take() {
+                    let event = SessionEvent {
+                        event: *event,
+                        log_seq: Some(stored.seq),
+                    };
+                    let joined = tries.next(stored.turn, event);
+                    if let Some(end) = joined.ended {
+                        // That was its run's end: no need to wait for it.
                         ended = None;
-                        // A try that died and the next are one run.
-                        if turn == stored.turn && matches!(*event, AgentEvent::AgentStart) {
-                            continue;
-                        }
-                        if !self.send(Watched::Ended { end: Some(end) }).await {
+                        let end = Some(Box::new(end));
+                        if !self.send(Watched::Ended { end }).await {
                             return;
                         }
                     }
-                    let event = Box::new(SessionEvent {
-                        event: *event,
-                        log_seq: Some(stored.seq),
-                    });
-                    if matches!(event.event, AgentEvent::AgentEnd { .. }) {
-                        held = Some((stored.turn, event));
+                    // Wait for the workflow's end while an end is held.
+                    if !tries.holds() {
+                        ended = None;
+                    } else if ended.is_none() {
                         let (client, session_id) = (self.client.clone(), self.session_id.clone());
                         ended = Some(AbortOnDropHandle::new(tokio::spawn(async move {
                             let _ = outcome_of(&client, &session_id).await;
                         })));
-                        continue;
                     }
-                    Watched::Event(event)
+                    let Some(event) = joined.event else { continue };
+                    Watched::Event(Box::new(event))
                 }
             };
             if !self.send(watched).await {
