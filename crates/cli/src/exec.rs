@@ -150,6 +150,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         sandbox,
         extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
         elsewhere: None,
+        fence: None,
         sync_prompts: false,
         log_seen: None,
     });

@@ -387,6 +387,7 @@ impl SessionFactory for CliFactory {
             sandbox: self.sandbox.clone(),
             extra_tools: crate::setup::mcp_tools(self.mcp().as_ref()),
             elsewhere: self.elsewhere.clone(),
+            fence: None,
             sync_prompts: false,
             log_seen: match &target {
                 OpenTarget::Resume { log_seen, .. } => *log_seen,

@@ -85,6 +85,8 @@ pub struct SessionSpec<'a> {
     pub compaction: CompactionSettings,
     /// The approval gate every tool call passes (see [`approval_gate`]).
     pub gate: Arc<dyn ApprovalGate>,
+    /// Asked before a call that passed the gate runs (a worker's try).
+    pub fence: Option<Arc<dyn keel_core::RunFence>>,
     /// The sandbox policy of its commands (`[sandbox]`, `--sandbox`).
     pub sandbox: crate::config::SandboxSettings,
     /// Tools beside the built-ins (the MCP servers' tools).
@@ -140,6 +142,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .compaction(spec.compaction)
         .sandbox(spec.sandbox.policy, spec.sandbox.allow_unconfined)
         .runs_elsewhere(spec.elsewhere)
+        .fence(spec.fence)
         .sync_prompts(spec.sync_prompts)
         .log_seen(spec.log_seen)
         .spawn()

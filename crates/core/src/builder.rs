@@ -58,6 +58,7 @@ pub struct SessionBuilder {
     sandbox: Arc<Sandbox>,
     home: PathBuf,
     elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
+    fence: Option<Arc<dyn crate::deps::RunFence>>,
 }
 
 impl SessionBuilder {
@@ -87,6 +88,7 @@ impl SessionBuilder {
             sandbox,
             home: home.to_path_buf(),
             elsewhere: None,
+            fence: None,
         }
     }
 
@@ -162,6 +164,13 @@ impl SessionBuilder {
         self
     }
 
+    /// Asks `fence` before each call that passed the gate runs (see
+    /// [`crate::RunFence`]).
+    pub fn fence(mut self, fence: Option<Arc<dyn crate::deps::RunFence>>) -> Self {
+        self.fence = fence;
+        self
+    }
+
     /// Syncs a turn's new user messages before the model call (see
     /// [`SessionConfig::sync_prompts`]).
     pub fn sync_prompts(mut self, sync: bool) -> Self {
@@ -199,6 +208,7 @@ impl SessionBuilder {
             log: self.log,
             sandbox: Some(self.sandbox),
             elsewhere: self.elsewhere,
+            fence: self.fence,
         };
         Session::spawn(config, deps)
     }

@@ -57,8 +57,8 @@ pub use compaction::CompactionSettings;
 pub use config::{ModelInfo, ModelPricing, SessionConfig};
 pub use context::{context_tokens, estimate_tokens};
 pub use deps::{
-    AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, Recovery, SessionLog,
-    SystemClock, ToolCallInfo,
+    AllowAll, ApprovalGate, Clock, GateDecision, MemoryLog, NullLog, Recovery, RunFence,
+    SessionLog, SystemClock, ToolCallInfo,
 };
 pub use drafts::send_draft;
 pub use durable::{DurableWaits, set_durable_waits};

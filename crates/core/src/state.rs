@@ -31,6 +31,8 @@ pub struct SessionDeps {
     pub sandbox: Option<Arc<keel_sandbox::Sandbox>>,
     /// Where runs run when not here (`None`: here; see `crate::elsewhere`).
     pub elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
+    /// Asked before each call that passed the gate runs (`None`: none).
+    pub fence: Option<Arc<dyn crate::deps::RunFence>>,
 }
 
 /// State shared between the handle, the session task and a running run.

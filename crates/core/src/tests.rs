@@ -191,7 +191,7 @@ fn harness_with(
     gate: Arc<dyn ApprovalGate>,
     tweak: impl FnOnce(&mut SessionConfig),
 ) -> Harness {
-    harness_elsewhere(scripts, tools, gate, tweak, None)
+    harness_elsewhere(scripts, tools, gate, tweak, None, None)
 }
 
 fn harness_elsewhere(
@@ -200,6 +200,7 @@ fn harness_elsewhere(
     gate: Arc<dyn ApprovalGate>,
     tweak: impl FnOnce(&mut SessionConfig),
     elsewhere: Option<Arc<dyn crate::RunsElsewhere>>,
+    fence: Option<Arc<dyn crate::RunFence>>,
 ) -> Harness {
     let provider = ScriptedProvider::new(scripts);
     let log = Arc::new(MemoryLog::default());
@@ -230,6 +231,7 @@ fn harness_elsewhere(
         log: log.clone(),
         sandbox: None,
         elsewhere,
+        fence,
     };
     Harness {
         session: Session::spawn(config, deps),
@@ -370,6 +372,45 @@ async fn tool_calls_run_and_results_feed_the_next_call() {
     // The second model call sees the user message, the calls and both results.
     assert_eq!(reqs[1].messages.len(), 4);
     assert_eq!(h.log.flushed_len(), 5);
+}
+
+/// A run a later try replaced: nothing may run any more.
+struct Replaced;
+
+#[async_trait::async_trait]
+impl crate::RunFence for Replaced {
+    async fn check(&self) -> std::result::Result<(), String> {
+        Err("another try of this turn took over".to_owned())
+    }
+}
+
+#[tokio::test]
+async fn a_call_the_gate_lets_through_does_not_run_when_the_fence_says_no() {
+    let tool = FakeTool::new("echo", false);
+    let mut h = harness_elsewhere(
+        vec![calls(&[("c1", "echo", json!({}))]), text("never asked")],
+        vec![tool.clone()],
+        Arc::new(AllowAll),
+        |_| {},
+        None,
+        Some(Arc::new(Replaced)),
+    );
+    h.prompt("go").await;
+    let events = h.run_to_end().await;
+    assert_eq!(tool.call_count(), 0);
+    let end = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolExecutionEnd {
+                result, is_error, ..
+            } => Some((result.clone(), *is_error)),
+            _ => None,
+        })
+        .expect("the call ends");
+    assert!(end.1);
+    assert!(format!("{:?}", end.0).contains("took over"), "{end:?}");
+    // The run stopped there: the model was not asked again.
+    assert_eq!(h.provider.requests().len(), 1);
 }
 
 #[tokio::test]

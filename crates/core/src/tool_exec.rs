@@ -195,6 +195,25 @@ fn steering_interrupts(ctx: &RunCtx) -> bool {
 /// on. Never returns `Held`. A cancelled run ends the wait (after having the
 /// gate cancel the session's waiting requests when the user aborted).
 async fn decide(ctx: &RunCtx, info: &ToolCallInfo, cancel: &CancellationToken) -> GateDecision {
+    let decision = judge(ctx, info, cancel).await;
+    let lets_run = matches!(
+        decision,
+        GateDecision::Allow | GateDecision::Covered | GateDecision::Approved { .. }
+    );
+    match &ctx.deps.fence {
+        Some(fence) if lets_run => match fence.check().await {
+            Ok(()) => decision,
+            Err(message) => GateDecision::Deny {
+                message,
+                stop_turn: true,
+            },
+        },
+        _ => decision,
+    }
+}
+
+/// The gate's decision on a call, waited for when it is held.
+async fn judge(ctx: &RunCtx, info: &ToolCallInfo, cancel: &CancellationToken) -> GateDecision {
     let gate = ctx.deps.gate.clone();
     let decision = gate.check(info).await;
     let GateDecision::Held { approval_id } = decision else {

@@ -40,7 +40,7 @@ use keel_temporal::{TurnInput, TurnOutcome, TurnRunner};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fence::{FencedGate, Try};
+use super::fence::TryFence;
 use super::{LogRecord, Logged, closing_events, prompt_stored};
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, resolve};
@@ -417,15 +417,13 @@ impl WorkerTurns {
             tree: Some(tree),
             retry: resolved.retry,
             compaction: resolved.compaction,
-            gate: Arc::new(FencedGate::new(
-                gate,
-                Try {
-                    log: self.log,
-                    session_id: turn.session_id.clone(),
-                    turn_id: turn.turn_id.clone(),
-                    attempt,
-                },
-            )),
+            gate,
+            fence: Some(Arc::new(TryFence {
+                log: self.log,
+                session_id: turn.session_id.clone(),
+                turn_id: turn.turn_id.clone(),
+                attempt,
+            })),
             sandbox,
             extra_tools: tools,
             elsewhere: None,

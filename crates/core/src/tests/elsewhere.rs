@@ -93,6 +93,7 @@ fn elsewhere(scripted: Scripted) -> (Harness, Arc<Scripted>) {
         Arc::new(AllowAll),
         |_| {},
         Some(scripted.clone()),
+        None,
     );
     (h, scripted)
 }
@@ -461,6 +462,7 @@ async fn a_tool_only_this_side_has_is_offered_there_and_run_here() {
         Arc::new(AllowAll),
         |_| {},
         Some(scripted.clone()),
+        None,
     );
     h.prompt("hi").await;
     let events = h.run_to_end().await;

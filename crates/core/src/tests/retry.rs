@@ -55,6 +55,7 @@ fn retrying(scripts: Vec<Script>, clock: Arc<TestClock>, policy: RetryPolicy) ->
         log: log.clone(),
         sandbox: None,
         elsewhere: None,
+        fence: None,
     };
     Harness {
         session: Session::spawn(config, deps),
