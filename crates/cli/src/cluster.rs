@@ -255,6 +255,31 @@ pub struct WorkerArgs {
     /// session, as after a crash), e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = parse_seconds)]
     pub drain_timeout: std::time::Duration,
+    /// How long the events of a session's earlier turns stay in the
+    /// database's event log after a later turn ended, for hosts that
+    /// reconnect and ask for what they missed (`--after-log-seq`), e.g.
+    /// 600s, 10m, 2h or 0s.
+    #[arg(long, default_value = "10m", value_parser = parse_keep)]
+    pub keep_events: std::time::Duration,
+}
+
+/// A duration of seconds, minutes or hours (`600s`, `10m`, `2h`), up to
+/// a week; 0 is allowed.
+fn parse_keep(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().last() {
+        Some((i, 'h')) => (&text[..i], 3600.0),
+        Some((i, 'm')) => (&text[..i], 60.0),
+        Some((i, 's')) => (&text[..i], 1.0),
+        _ => (text, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .map(|n| n * unit)
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 7.0 * 86400.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("{text:?} is not a duration up to a week (e.g. 10m, 600s, 0s)"))
 }
 
 fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
@@ -307,7 +332,8 @@ async fn worker(
     // worker runs approval waits only. Draining, turns get
     // `--drain-timeout` to end; the rest are left to other workers.
     let leave = CancellationToken::new();
-    let mine = crate::turns::worker::WorkerTurns::new(global, model, leave.clone()).map(Arc::new);
+    let mine = crate::turns::worker::WorkerTurns::new(global, model, leave.clone())
+        .map(|t| Arc::new(t.keep_events(args.keep_events)));
     let turns = mine
         .clone()
         .map(|t| t as Arc<dyn keel_temporal::TurnRunner>);
@@ -382,6 +408,19 @@ mod tests {
         );
         let err = resolve(Some("nohost"), &Env::default(), &section).unwrap_err();
         assert!(err.to_string().contains("HOST:PORT"), "{err}");
+    }
+
+    #[test]
+    fn kept_events_are_seconds_minutes_or_hours() {
+        let secs = |t: &str| parse_keep(t).map(|d| d.as_secs());
+        assert_eq!(secs("10m"), Ok(600));
+        assert_eq!(secs("600s"), Ok(600));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("0s"), Ok(0));
+        assert_eq!(secs("90"), Ok(90));
+        assert!(parse_keep("8d").is_err());
+        assert!(parse_keep("-1s").is_err());
+        assert!(parse_keep("200h").is_err());
     }
 
     #[test]

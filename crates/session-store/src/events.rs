@@ -14,8 +14,9 @@
 //! successor, queue instead of colliding); `turn` and `attempt` say which
 //! turn and which try of it wrote the event; `event` is the event as JSON
 //! text. Rows of turns before the last finished one are deleted when a
-//! turn ends ([`EventLog::forget_before`]), so the table holds about one
-//! turn per session. Beside the log, `keel_turn_tries` says which try of
+//! turn ends, once they are older than the worker keeps them for hosts
+//! that reconnect ([`EventLog::forget_before`]), so the table holds about
+//! one turn per session, plus what that window holds. Beside the log, `keel_turn_tries` says which try of
 //! a session's turn may still act ([`EventLog::claim_try`],
 //! [`EventLog::holds_try`]): a try given up on (its worker paused or cut
 //! off while the server gave the turn to another) finds out before it
@@ -210,18 +211,29 @@ impl EventLog {
         Ok(!rows.is_empty())
     }
 
-    /// Forgets `session_id`'s events numbered below `seq` (a finished
-    /// turn's are forgotten once the next turn has ended: the session
-    /// holds what they produced, and every reader follows from the
-    /// running turn's start or later). The event numbered `seq` stays, so
-    /// numbering goes on from the same place. Returns how many went.
-    pub async fn forget_before(&self, session_id: &str, seq: u64) -> Result<u64> {
+    /// Forgets `session_id`'s events numbered below `seq` that are older
+    /// than `keep` (a finished turn's are forgotten once the next turn
+    /// has ended: the session holds what they produced, and every reader
+    /// follows from the running turn's start or later, except a host that
+    /// reconnects, which `keep` is for). The event numbered `seq` stays,
+    /// so numbering goes on from the same place. Returns how many went.
+    pub async fn forget_before(
+        &self,
+        session_id: &str,
+        seq: u64,
+        keep: std::time::Duration,
+    ) -> Result<u64> {
         let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let before = now.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX));
         self.pool
             .with(async |c| {
                 c.execute(
-                    "DELETE FROM keel_session_events WHERE session_id = $1 AND seq < $2",
-                    &[&session_id, &seq],
+                    "DELETE FROM keel_session_events \
+                     WHERE session_id = $1 AND seq < $2 AND at_ms <= $3",
+                    &[&session_id, &seq, &before],
                 )
                 .await
             })
@@ -488,7 +500,10 @@ mod tests {
         };
         log.append("s", "t1", 1, &texts(0..4)).await.unwrap();
         log.append("other", "t", 1, &texts(0..2)).await.unwrap();
-        assert_eq!(log.forget_before("s", 4).await.unwrap(), 3);
+        // Kept for a while, they stay.
+        let hour = Duration::from_secs(3600);
+        assert_eq!(log.forget_before("s", 4, hour).await.unwrap(), 0);
+        assert_eq!(log.forget_before("s", 4, Duration::ZERO).await.unwrap(), 3);
         let left: Vec<u64> = log
             .after("s", 0)
             .await

@@ -49,6 +49,10 @@ use crate::setup::{
     SessionSpec, approval_gate, build_provider, model_info, reopen_with_model, spawn_session,
 };
 
+/// How long earlier turns' events stay, by default: long enough for a
+/// host to reconnect.
+const KEEP_EVENTS: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Events appended to the log in one transaction at most.
 const APPEND_BATCH: usize = 64;
 /// The gate's records waiting for the loop that appends events.
@@ -62,6 +66,8 @@ pub struct WorkerTurns {
     /// Fires when the worker, draining, stops waiting for its turns.
     leave: CancellationToken,
     mcp: super::worker_mcp::WorkerMcp,
+    /// How long earlier turns' events stay in the log (`--keep-events`).
+    keep_events: std::time::Duration,
 }
 
 impl WorkerTurns {
@@ -77,7 +83,15 @@ impl WorkerTurns {
             log: EventLog::shared()?,
             leave,
             mcp: Default::default(),
+            keep_events: KEEP_EVENTS,
         })
+    }
+
+    /// Keeps earlier turns' events in the log for `keep` after a later
+    /// turn ended (default [`KEEP_EVENTS`]).
+    pub fn keep_events(mut self, keep: std::time::Duration) -> Self {
+        self.keep_events = keep;
+        self
     }
 
     /// Stops the MCP servers the worker's turns used.
@@ -244,7 +258,7 @@ impl WorkerTurns {
         // events stay for the front-ends still reading them.
         if let Err(e) = sink
             .log
-            .forget_before(&turn.session_id, turn.log_from)
+            .forget_before(&turn.session_id, turn.log_from, self.keep_events)
             .await
         {
             tracing::warn!(error = %e, "cannot forget the earlier turns' events");

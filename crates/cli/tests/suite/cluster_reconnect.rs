@@ -62,7 +62,7 @@ mod reconnect {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_host_that_reconnects_elsewhere_gets_the_rest_of_the_turn_once() {
-        let Some(m) = machines(4).await else {
+        let Some(m) = machines(5).await else {
             return;
         };
         deploy_turn(&m.mock, "r1");
@@ -116,8 +116,33 @@ mod reconnect {
             .filter(|f| f["type"] == "approval_request")
             .collect();
         assert!(asked.is_empty(), "{asked:?}");
+
+        // A later turn ended meanwhile: the worker keeps earlier turns'
+        // events for a while (`--keep-events`), so a host that was away
+        // gets the rest of the first turn and the whole second one.
+        m.mock.push_all([MockResponse::text("second answer")]);
+        b.send(json!({"type": "prompt", "message": "and now?"}))
+            .await;
+        b.wait_for("the second turn's end", |f| {
+            event_type(f) == Some("agent_settled")
+                && f["log_seq"].as_u64() > after.last().map(|(_, at)| *at)
+        })
+        .await;
+        let second: Vec<(String, u64)> = placed(&b)
+            .into_iter()
+            .filter(|(_, at)| *at > after.last().unwrap().1)
+            .collect();
+        let mut d = reconnected(&m, 4, &session, seen).await;
+        d.wait_for("the second turn's end", |f| {
+            f["log_seq"].as_u64() == second.last().map(|(_, at)| *at)
+                && event_type(f) == Some("agent_settled")
+        })
+        .await;
+        let both: Vec<(String, u64)> = after.iter().chain(&second).cloned().collect();
+        assert_eq!(placed(&d), both);
         finished(b).await;
         finished(c).await;
+        finished(d).await;
     }
 
     fn echo_turn(mock: &keel_test_support::MockModelServer, call_id: &str, then: &str) {

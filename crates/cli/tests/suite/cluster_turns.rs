@@ -517,8 +517,10 @@ pub(crate) mod on_workers {
         deploy_turn(&mock, "r1");
         let homes: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
         let ws = tempfile::tempdir().unwrap();
-        let one = turn_worker(&c, &mock, homes[0].path(), &[]).await;
-        let two = turn_worker(&c, &mock, homes[1].path(), &[]).await;
+        // Earlier turns' events go as soon as a later turn has ended.
+        let forget = ["--keep-events", "0s"];
+        let one = turn_worker(&c, &mock, homes[0].path(), &forget).await;
+        let two = turn_worker(&c, &mock, homes[1].path(), &forget).await;
 
         // Front-end A: the host sees the held call as a call held here.
         let mut a = rpc_front_end(&c, &mock, homes[2].path(), ws.path(), &[]).await;
