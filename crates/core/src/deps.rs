@@ -390,6 +390,16 @@ impl SessionLog for MemoryLog {
     }
 }
 
+/// Whether a session's run may still act: asked once a call has passed
+/// the gate and before it runs (a durable driver's try that was replaced
+/// by a later one must not run anything). `Err` says why not, to the
+/// model; the run then stops. A check that cannot be made must answer
+/// `Err`: the fence fails closed.
+#[async_trait::async_trait]
+pub trait RunFence: Send + Sync {
+    async fn check(&self) -> std::result::Result<(), String>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,14 +430,4 @@ mod tests {
         );
         assert_eq!(today.len(), 10);
     }
-}
-
-/// Whether a session's run may still act: asked once a call has passed
-/// the gate and before it runs (a durable driver's try that was replaced
-/// by a later one must not run anything). `Err` says why not, to the
-/// model; the run then stops. A check that cannot be made must answer
-/// `Err`: the fence fails closed.
-#[async_trait::async_trait]
-pub trait RunFence: Send + Sync {
-    async fn check(&self) -> std::result::Result<(), String>;
 }
