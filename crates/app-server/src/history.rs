@@ -32,7 +32,15 @@ pub enum Step<'a> {
 
 /// The steps of `tree`'s active branch, oldest first.
 pub fn steps(tree: &SessionTree) -> Vec<Step<'_>> {
-    tree.branch_to(tree.leaf())
+    steps_to(tree, tree.leaf())
+}
+
+/// The steps of the branch up to entry `leaf` (none: no steps).
+pub fn steps_to<'a>(tree: &'a SessionTree, leaf: Option<&str>) -> Vec<Step<'a>> {
+    if leaf.is_none() {
+        return Vec::new();
+    }
+    tree.branch_to(leaf)
         .into_iter()
         .filter_map(|entry| match &entry.body {
             EntryBody::Message { message } => Some(Step::Message(message)),

@@ -61,6 +61,14 @@ pub struct RemoteRun {
     pub host_schemes: Vec<(String, keel_tools::host::HostScheme)>,
 }
 
+/// A run that runs elsewhere now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningThere {
+    /// The session's last entry when it started (`None`: the session was
+    /// empty); what the run stores follows it.
+    pub base_leaf: Option<String>,
+}
+
 /// A tool of this side offered to a run elsewhere.
 #[derive(Debug, Clone)]
 pub struct RemoteTool {
@@ -117,11 +125,12 @@ pub trait RunsElsewhere: Send + Sync {
     /// the text says why, for the user.
     async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String>;
 
-    /// Whether a run of `session_id` runs there now (started from
-    /// anywhere); `false` (the default) when that cannot be known.
-    async fn running(&self, session_id: &str) -> bool {
+    /// The run of `session_id` that runs there now (started from
+    /// anywhere); `None` (the default) when none does or that cannot be
+    /// known.
+    async fn running(&self, session_id: &str) -> Option<RunningThere> {
         let _ = session_id;
-        false
+        None
     }
 
     /// The calls held, from now on, by runs of `session_id` wherever they

@@ -62,7 +62,7 @@ pub use deps::{
 };
 pub use drafts::send_draft;
 pub use durable::{DurableWaits, set_durable_waits};
-pub use elsewhere::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
+pub use elsewhere::{RemoteEvents, RemoteRun, RemoteTool, RunningThere, RunsElsewhere, Watched};
 pub use engine_gate::{
     ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, recover_from,
     workspace_key,

@@ -173,6 +173,7 @@ impl TemporalClient {
         let running = RunningTurn {
             turn_id: turn.turn_id.clone(),
             log_from: turn.log_from,
+            base_leaf: turn.base_leaf.clone(),
         };
         let details = serde_json::to_string(&running).map_err(|e| Error::Server(e.to_string()))?;
         let options = WorkflowStartOptions::new(

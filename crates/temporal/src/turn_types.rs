@@ -95,6 +95,10 @@ pub struct RunningTurn {
     pub turn_id: String,
     /// The log's sequence number when it was started: its events follow.
     pub log_from: u64,
+    /// The session's last entry when it was started (`None`: the session
+    /// was empty): what it stores follows.
+    #[serde(default)]
+    pub base_leaf: Option<String>,
 }
 
 /// How a turn ended.

@@ -63,6 +63,14 @@ pub fn loaded_turns(thread: &LoadedThread) -> Vec<Turn> {
     turns_of(&thread.id, &steps(&thread.handle.tree()), &cwd)
 }
 
+/// The thread's turns up to entry `leaf` (a turn running elsewhere began
+/// after it).
+fn turns_before(thread: &LoadedThread, leaf: Option<&str>) -> Vec<Turn> {
+    let cwd = thread.state().cwd.clone();
+    let tree = thread.handle.tree();
+    turns_of(&thread.id, &crate::history::steps_to(&tree, leaf), &cwd)
+}
+
 /// How to open a thread: a request's overrides, checked.
 fn open_options(
     ctx: &RequestCtx,
@@ -127,13 +135,20 @@ pub async fn resume(ctx: &mut RequestCtx, p: ThreadResumeParams) -> Result<Reply
         thread.state().approval_policy = policy;
     }
     ctx.runtime.subscribe(&thread.id, ctx.conn.id);
-    let mut turns = if p.exclude_turns {
-        Vec::new()
-    } else {
-        loaded_turns(&thread)
+    // A turn another front-end started, running on a worker, reaches this
+    // connection live from its start: the history ends before it.
+    let elsewhere = match ctx.runtime.runs_elsewhere() {
+        Some(e) if !thread.handle.snapshot().is_streaming => e.running(&thread.id).await,
+        _ => None,
+    };
+    let mut turns = match &elsewhere {
+        _ if p.exclude_turns => Vec::new(),
+        Some(running) => turns_before(&thread, running.base_leaf.as_deref()),
+        None => loaded_turns(&thread),
     };
     // A turn a crash cut off goes on right after this response.
-    if thread.active_turn_id().is_none()
+    if elsewhere.is_none()
+        && thread.active_turn_id().is_none()
         && thread.handle.has_cut_off_turn()
         && let Some(last) = turns.last_mut()
     {

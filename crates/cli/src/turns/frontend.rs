@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunsElsewhere, Watched};
+use keel_core::{RemoteEvents, RemoteRun, RemoteTool, RunningThere, RunsElsewhere, Watched};
 use keel_core::{SessionEvent, TryJoin};
 use keel_session_store::{EventLog, StoredEvent};
 use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettings, TurnInput};
@@ -124,12 +124,14 @@ impl RunsElsewhere for OnWorkers {
         }
     }
 
-    async fn running(&self, session_id: &str) -> bool {
+    async fn running(&self, session_id: &str) -> Option<RunningThere> {
         match self.client.running_turn(session_id).await {
-            Ok(running) => running.is_some(),
+            Ok(running) => running.map(|r| RunningThere {
+                base_leaf: r.base_leaf,
+            }),
             Err(e) => {
                 tracing::warn!(session = %session_id, error = %e, "cannot ask whether the session runs a turn");
-                false
+                None
             }
         }
     }

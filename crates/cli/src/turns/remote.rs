@@ -192,7 +192,9 @@ async fn follow(
 fn show(renderer: &mut Renderer, stored: &StoredEvent, json: bool) {
     match Logged::read(&stored.event) {
         Ok(Logged::Record(record)) => {
-            if json {
+            // A front-end's word that it still runs a call is for the
+            // worker, every 2 s.
+            if json && !matches!(record, LogRecord::ToolRunning { .. }) {
                 println!("{}", stored.event);
             }
             match record {

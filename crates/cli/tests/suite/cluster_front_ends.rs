@@ -183,7 +183,10 @@ pub(crate) mod front_ends {
         // B opens the thread while the call waits: its client sees the
         // turn from its start and is asked too.
         let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
-        b.ok("thread/resume", json!({"threadId": thread})).await;
+        let resumed = b.ok("thread/resume", json!({"threadId": thread})).await;
+        // The history ends before that turn: it comes live, once.
+        let turns = &resumed["thread"]["turns"];
+        assert_eq!(turns, &json!([]), "{resumed:#}");
         let asked = b.server_request().await;
         assert_eq!(asked["method"], "item/commandExecution/requestApproval");
         assert_eq!(asked["params"]["itemId"], "b1");

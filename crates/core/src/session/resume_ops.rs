@@ -52,7 +52,7 @@ impl SessionHandle {
         // it is not cut off, and another run could not start anyway.
         if let Some(elsewhere) = &self.deps.elsewhere {
             let session_id = lock(&self.shared).config.session_id.clone();
-            if elsewhere.running(&session_id).await {
+            if elsewhere.running(&session_id).await.is_some() {
                 return Ok(false);
             }
         }
