@@ -314,7 +314,7 @@ impl RemoteEvents for Relay<'_> {
                 .find(|t| {
                     t.name() == tool
                         && (offered(t.as_ref(), self.ctx.deps.gate.as_ref())
-                            || hosted_path(t.name(), &args))
+                            || hosted_path(t.name(), &args, self.ctx.deps.gate.as_ref()))
                 })
                 .cloned();
             (found, s.config.cwd.clone())
@@ -488,16 +488,13 @@ fn offered(tool: &dyn keel_tools::Tool, gate: &dyn crate::deps::ApprovalGate) ->
     gate.host_hints(tool.name()).is_some() || tool.hints().is_some()
 }
 
-/// Whether `tool` with `args` is a file tool's call on a `scheme://…`
-/// path: the host's, run here for a run elsewhere (a plain path never is:
-/// this side's files are not the run's).
-fn hosted_path(tool: &str, args: &serde_json::Value) -> bool {
+/// Whether `tool` with `args` is a file tool's call on a URI of a scheme
+/// this side's host serves: run here for a run elsewhere (a plain path
+/// never is: this side's files are not the run's).
+fn hosted_path(tool: &str, args: &serde_json::Value, gate: &dyn crate::deps::ApprovalGate) -> bool {
     matches!(tool, "read" | "write" | "edit")
-        && args
-            .get("path")
-            .and_then(serde_json::Value::as_str)
-            .and_then(keel_tools::host::uri_scheme)
-            .is_some()
+        && keel_tools::host::path_scheme(args)
+            .is_some_and(|s| gate.host_schemes().iter().any(|(known, _)| *known == s))
 }
 
 /// The session's tools a run elsewhere is offered, with what its gate

@@ -460,11 +460,7 @@ fn allows(declaration: &Declaration, action: &str) -> bool {
 
 /// The action a tool call needs.
 fn action_of(tool: &str, args: &Value, host_scheme: &dyn Fn(&str) -> bool) -> String {
-    let path_is_host = args
-        .get("path")
-        .and_then(Value::as_str)
-        .and_then(keel_tools::host::uri_scheme)
-        .is_some_and(|s| host_scheme(&s));
+    let path_is_host = keel_tools::host::path_scheme(args).is_some_and(|s| host_scheme(&s));
     match tool {
         "read" | "grep" | "find" | "ls" if path_is_host => "host_uri.read".to_owned(),
         "write" | "edit" if path_is_host => "host_uri.write".to_owned(),

@@ -99,6 +99,14 @@ pub fn uri_scheme(path: &str) -> Option<String> {
     Some(scheme.to_ascii_lowercase())
 }
 
+/// The lowercase scheme of a file tool call's `path` argument when it is
+/// a `<scheme>://…` URI (see [`uri_scheme`]).
+pub fn path_scheme(args: &Value) -> Option<String> {
+    args.get("path")
+        .and_then(Value::as_str)
+        .and_then(uri_scheme)
+}
+
 /// Which file tool a [`HostUriTool`] wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FileOp {
@@ -152,8 +160,7 @@ impl Tool for HostUriTool {
     /// The wrapped tool's file, unless the path is a host URI (the host
     /// writes that, not the file system).
     fn write_target(&self, cwd: &std::path::Path, args: &Value) -> Option<std::path::PathBuf> {
-        let path = args.get("path").and_then(Value::as_str)?;
-        let hosted = uri_scheme(path.trim()).is_some_and(|s| self.resolver.scheme(&s).is_some());
+        let hosted = path_scheme(args).is_some_and(|s| self.resolver.scheme(&s).is_some());
         if hosted {
             return None;
         }
@@ -244,6 +251,12 @@ mod tests {
         assert_eq!(uri_scheme("C://windows"), None);
         assert_eq!(uri_scheme("src/main.rs"), None);
         assert_eq!(uri_scheme("1db://x"), None);
+        assert_eq!(
+            path_scheme(&serde_json::json!({"path": " DB://users/42"})).as_deref(),
+            Some("db")
+        );
+        assert_eq!(path_scheme(&serde_json::json!({"path": "src/a.rs"})), None);
+        assert_eq!(path_scheme(&serde_json::json!({"command": "db://x"})), None);
     }
 
     #[derive(Default)]

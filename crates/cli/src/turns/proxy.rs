@@ -219,10 +219,7 @@ struct UriForward {
 
 impl UriForward {
     fn hosted(&self, args: &Value) -> bool {
-        args.get("path")
-            .and_then(Value::as_str)
-            .and_then(keel_tools::host::uri_scheme)
-            .is_some_and(|s| self.schemes.contains(&s))
+        keel_tools::host::path_scheme(args).is_some_and(|s| self.schemes.contains(&s))
     }
 }
 

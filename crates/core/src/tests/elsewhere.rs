@@ -477,3 +477,25 @@ async fn a_tool_only_this_side_has_is_offered_there_and_run_here() {
         AgentEvent::ToolExecutionUpdate { tool_call_id, .. } if tool_call_id == "call_9"
     )));
 }
+
+#[tokio::test]
+async fn a_file_call_on_a_scheme_this_host_does_not_serve_is_not_run_here() {
+    let scripted = Arc::new(Scripted {
+        script: a_run("done"),
+        calls: Some(("read".into(), serde_json::json!({"path": "db://users/42"}))),
+        ..Scripted::default()
+    });
+    let mut h = harness_elsewhere(
+        vec![],
+        vec![Arc::new(keel_tools::ReadTool)],
+        Arc::new(AllowAll),
+        |_| {},
+        Some(scripted.clone()),
+        None,
+    );
+    h.prompt("hi").await;
+    h.run_to_end().await;
+    let out = scripted.called.lock().unwrap().clone().unwrap();
+    assert!(out.is_error);
+    assert!(out.text().contains("not available here"), "{}", out.text());
+}
