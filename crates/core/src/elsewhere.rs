@@ -180,15 +180,7 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
             }
             match next {
                 Watched::Held { request, args } => {
-                    let call = crate::deps::ToolCallInfo {
-                        session_id: request.session_id.clone(),
-                        call_id: request.call_id.clone(),
-                        tool_name: request.tool.clone(),
-                        args,
-                        cwd: cwd.clone(),
-                        write_target: None,
-                        hints: None,
-                    };
+                    let call = held_call(&request, args, cwd.clone());
                     gate.held_elsewhere(&request, &call).await;
                 }
                 Watched::Resolved {
@@ -285,15 +277,8 @@ impl RemoteEvents for Relay<'_> {
     }
 
     async fn approval_requested(&self, request: &PendingRequest, args: &serde_json::Value) {
-        let call = crate::deps::ToolCallInfo {
-            session_id: request.session_id.clone(),
-            call_id: request.call_id.clone(),
-            tool_name: request.tool.clone(),
-            args: args.clone(),
-            cwd: lock(&self.ctx.shared).config.cwd.clone(),
-            write_target: None,
-            hints: None,
-        };
+        let cwd = lock(&self.ctx.shared).config.cwd.clone();
+        let call = held_call(request, args.clone(), cwd);
         self.ctx.deps.gate.held_elsewhere(request, &call).await;
     }
 
@@ -513,6 +498,24 @@ fn remote_tools(
             })
         })
         .collect()
+}
+
+/// The call a run elsewhere holds (its arguments `args`), as this side's
+/// gate front end announces a call held here.
+fn held_call(
+    request: &PendingRequest,
+    args: serde_json::Value,
+    cwd: PathBuf,
+) -> crate::deps::ToolCallInfo {
+    crate::deps::ToolCallInfo {
+        session_id: request.session_id.clone(),
+        call_id: request.call_id.clone(),
+        tool_name: request.tool.clone(),
+        args,
+        cwd,
+        write_target: None,
+        hints: None,
+    }
 }
 
 /// Passes on a run's last `agent_end` and says the session settled (at
