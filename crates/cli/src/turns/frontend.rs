@@ -237,8 +237,8 @@ impl Watch {
             }
             let history = stored.seq <= last;
             if let Some(held) = catching_up.as_mut() {
-                if history {
-                    still_held(held, &stored);
+                if history && let Some(watched) = for_host(&stored) {
+                    still_held(held, &watched);
                 }
                 if stored.seq >= last {
                     for held in catching_up.take().into_iter().flatten() {
@@ -255,35 +255,16 @@ impl Watch {
             if lock(&self.own).contains(&stored.turn) {
                 continue;
             }
-            let watched = match Logged::read(&stored.event) {
+            let Some(watched) = for_host(&stored) else {
+                continue;
+            };
+            let watched = match watched {
                 // Read above.
-                Ok(Logged::Record(
-                    LogRecord::ApprovalRequest { .. } | LogRecord::ApprovalResolved { .. },
-                )) if history => continue,
-                Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
-                    Watched::Held { request, args }
-                }
-                Ok(Logged::Record(LogRecord::ApprovalResolved {
-                    request,
-                    resolution,
-                })) => Watched::Resolved {
-                    request,
-                    resolution,
-                },
-                // Only the front-end that started the turn runs its tools.
-                Ok(Logged::Record(
-                    LogRecord::InterruptRequested
-                    | LogRecord::ToolCall { .. }
-                    | LogRecord::ToolRunning { .. }
-                    | LogRecord::ToolResult { .. },
-                ))
-                | Err(_) => continue,
-                Ok(Logged::Event(event)) => {
-                    let event = SessionEvent {
-                        event: *event,
-                        log_seq: Some(stored.seq),
-                    };
-                    let joined = tries.next(stored.turn, event);
+                Watched::Held { .. } | Watched::Resolved { .. } if history => continue,
+                w @ (Watched::Held { .. } | Watched::Resolved { .. }) => w,
+                Watched::Ended { .. } => continue,
+                Watched::Event(event) => {
+                    let joined = tries.next(stored.turn, *event);
                     if let Some(end) = joined.ended {
                         // That was its run's end: no need to wait for it.
                         ended = None;
@@ -363,22 +344,47 @@ struct Start {
 }
 
 /// Keeps `held` to the calls held by the records read so far.
-fn still_held(held: &mut Vec<Watched>, stored: &StoredEvent) {
-    match Logged::read(&stored.event) {
-        Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
-            held.push(Watched::Held { request, args });
-        }
-        Ok(Logged::Record(LogRecord::ApprovalResolved { request, .. })) => {
+fn still_held(held: &mut Vec<Watched>, watched: &Watched) {
+    match watched {
+        Watched::Held { .. } => held.push(watched.clone()),
+        Watched::Resolved { request, .. } => {
             held.retain(|h| !matches!(h, Watched::Held { request: r, .. } if r.id == request.id))
         }
+        Watched::Event(_) | Watched::Ended { .. } => {}
+    }
+}
+
+/// What a stored row is to a front-end's host: a call held there, the
+/// end of its wait, or an event at its place in the log; `None` for the
+/// records between a worker and the front-end that started the turn (its
+/// tool calls and their beats and results, interrupts: only that
+/// front-end acts on them) and for a row this keel cannot read.
+fn for_host(stored: &StoredEvent) -> Option<Watched> {
+    match Logged::read(&stored.event) {
+        Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
+            Some(Watched::Held { request, args })
+        }
+        Ok(Logged::Record(LogRecord::ApprovalResolved {
+            request,
+            resolution,
+        })) => Some(Watched::Resolved {
+            request,
+            resolution,
+        }),
         Ok(Logged::Record(
             LogRecord::InterruptRequested
             | LogRecord::ToolCall { .. }
             | LogRecord::ToolRunning { .. }
             | LogRecord::ToolResult { .. },
-        ))
-        | Ok(Logged::Event(_))
-        | Err(_) => {}
+        )) => None,
+        Ok(Logged::Event(event)) => Some(Watched::Event(Box::new(SessionEvent {
+            event: *event,
+            log_seq: Some(stored.seq),
+        }))),
+        Err(e) => {
+            tracing::warn!(seq = stored.seq, error = %e, "an event this keel cannot read");
+            None
+        }
     }
 }
 
@@ -432,25 +438,17 @@ async fn run_tool(
     }
 }
 
-/// One stored event, sent on as what it is.
+/// One stored event, sent on as what it is (the run's loop answers the
+/// worker's tool calls).
 async fn relay(events: &dyn RemoteEvents, stored: &StoredEvent) {
-    match Logged::read(&stored.event) {
-        Ok(Logged::Record(LogRecord::ApprovalRequest { request, args })) => {
-            events.approval_requested(&request, &args).await;
-        }
-        Ok(Logged::Record(LogRecord::ApprovalResolved {
+    match for_host(stored) {
+        Some(Watched::Held { request, args }) => events.approval_requested(&request, &args).await,
+        Some(Watched::Resolved {
             request,
             resolution,
-        })) => events.approval_resolved(&request, &resolution).await,
-        // The run's loop answers tool calls; the rest is not the host's.
-        Ok(Logged::Record(
-            LogRecord::InterruptRequested
-            | LogRecord::ToolCall { .. }
-            | LogRecord::ToolRunning { .. }
-            | LogRecord::ToolResult { .. },
-        )) => {}
-        Ok(Logged::Event(event)) => events.event(*event, stored.seq).await,
-        Err(e) => tracing::warn!(error = %e, "an event this keel cannot read"),
+        }) => events.approval_resolved(&request, &resolution).await,
+        Some(Watched::Event(event)) => events.event(event.event, stored.seq).await,
+        Some(Watched::Ended { .. }) | None => {}
     }
 }
 
