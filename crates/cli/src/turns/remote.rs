@@ -38,11 +38,18 @@ pub async fn run(
     prompt: String,
     settings: TemporalSettings,
 ) -> anyhow::Result<ExitCode> {
-    let log = EventLog::shared().context("turns on a worker need the shared database")?;
     // Reach the cluster before anything is stored for the turn.
-    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
-    let store = SessionStore::for_home(&crate::config::home_dir(global)?);
-    let (session_id, base_leaf) = session_for(&store, cwd, args).await?;
+    let (log, client, store) = cluster(global, &settings).await?;
+    let (session_id, base_leaf) = match named_session(&store, cwd, args).await? {
+        Some(named) => named,
+        // A new, empty session (the worker records its model).
+        None => {
+            let writer = store.create(cwd, None).await?;
+            let id = writer.id().to_owned();
+            writer.close().await.context("cannot save the session")?;
+            (id, None)
+        }
+    };
     let after = log.last_seq(&session_id).await?;
     let turn = TurnInput {
         session_id: session_id.clone(),
@@ -75,21 +82,10 @@ pub async fn attach(
     cwd: &Path,
     settings: TemporalSettings,
 ) -> anyhow::Result<ExitCode> {
-    let log = EventLog::shared().context("turns on a worker need the shared database")?;
-    let client = TemporalClient::connect(&settings, &crate::cluster::identity("exec")).await?;
-    let store = SessionStore::for_home(&crate::config::home_dir(global)?);
-    let path = match &args.session {
-        Some(id) => store.resolve(cwd, id).await?,
-        None => match store.latest(cwd).await? {
-            Some(latest) => latest.path,
-            None => bail!("no session to attach to in {}", cwd.display()),
-        },
+    let (log, client, store) = cluster(global, &settings).await?;
+    let Some((session_id, _)) = named_session(&store, cwd, args).await? else {
+        bail!("no session to attach to in {}", cwd.display());
     };
-    let session_id = keel_session_store::load(&path)
-        .await
-        .with_context(|| format!("cannot load session {}", path.display()))?
-        .header
-        .id;
     let Some(running) = client.running_turn(&session_id).await? else {
         eprintln!("keel: no turn runs in session {session_id}");
         return Ok(ExitCode::SUCCESS);
@@ -111,31 +107,37 @@ pub async fn attach(
     follow(&client, &log, &turn, args.json).await
 }
 
-/// The session's id and last entry: a new, empty session (the worker
-/// records its model), or the one `--session`/`--continue` names.
-async fn session_for(
+/// The shared event log, the cluster and the sessions.
+async fn cluster(
+    global: &GlobalArgs,
+    settings: &TemporalSettings,
+) -> anyhow::Result<(EventLog, TemporalClient, SessionStore)> {
+    let log = EventLog::shared().context("turns on a worker need the shared database")?;
+    let client = TemporalClient::connect(settings, &crate::cluster::identity("exec")).await?;
+    let store = SessionStore::for_home(&crate::config::home_dir(global)?);
+    Ok((log, client, store))
+}
+
+/// The id and last entry of the session `--session`/`--continue` names;
+/// `None` when neither names one (or `--continue` finds none).
+async fn named_session(
     store: &SessionStore,
     cwd: &Path,
     args: &ExecArgs,
-) -> anyhow::Result<(String, Option<String>)> {
-    let existing = if let Some(id) = &args.session {
+) -> anyhow::Result<Option<(String, Option<String>)>> {
+    let path = if let Some(id) = &args.session {
         Some(store.resolve(cwd, id).await?)
     } else if args.continue_ {
         store.latest(cwd).await?.map(|s| s.path)
     } else {
         None
     };
-    if let Some(path) = existing {
-        let loaded = keel_session_store::load(&path)
-            .await
-            .with_context(|| format!("cannot load session {}", path.display()))?;
-        let leaf = loaded.tree().leaf().map(str::to_owned);
-        return Ok((loaded.header.id.clone(), leaf));
-    }
-    let writer = store.create(cwd, None).await?;
-    let id = writer.id().to_owned();
-    writer.close().await.context("cannot save the session")?;
-    Ok((id, None))
+    let Some(path) = path else { return Ok(None) };
+    let loaded = keel_session_store::load(&path)
+        .await
+        .with_context(|| format!("cannot load session {}", path.display()))?;
+    let leaf = loaded.tree().leaf().map(str::to_owned);
+    Ok(Some((loaded.header.id.clone(), leaf)))
 }
 
 async fn follow(
