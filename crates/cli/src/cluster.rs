@@ -332,8 +332,9 @@ async fn worker(
     // worker runs approval waits only. Draining, turns get
     // `--drain-timeout` to end; the rest are left to other workers.
     let leave = CancellationToken::new();
-    let mine = crate::turns::worker::WorkerTurns::new(global, model, leave.clone())
-        .map(|t| Arc::new(t.keep_events(args.keep_events)));
+    let mine =
+        crate::turns::worker::WorkerTurns::new(global, model, leave.clone(), args.keep_events)
+            .map(Arc::new);
     let turns = mine
         .clone()
         .map(|t| t as Arc<dyn keel_temporal::TurnRunner>);

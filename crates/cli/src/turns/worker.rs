@@ -49,10 +49,6 @@ use crate::setup::{
     SessionSpec, approval_gate, build_provider, model_info, reopen_with_model, spawn_session,
 };
 
-/// How long earlier turns' events stay, by default: long enough for a
-/// host to reconnect.
-const KEEP_EVENTS: std::time::Duration = std::time::Duration::from_secs(600);
-
 /// Events appended to the log in one transaction at most.
 const APPEND_BATCH: usize = 64;
 /// The gate's records waiting for the loop that appends events.
@@ -75,23 +71,22 @@ impl WorkerTurns {
     /// runs approval waits only.
     /// `leave`: when it fires, each running try stops where it is (see
     /// [`drive`]) and reports an error, so the server gives the turn to
-    /// another worker at once.
-    pub fn new(global: &GlobalArgs, model: &ModelArgs, leave: CancellationToken) -> Option<Self> {
+    /// another worker at once. `keep_events`: how long earlier turns'
+    /// events stay in the log after a later turn ended (`--keep-events`).
+    pub fn new(
+        global: &GlobalArgs,
+        model: &ModelArgs,
+        leave: CancellationToken,
+        keep_events: std::time::Duration,
+    ) -> Option<Self> {
         Some(Self {
             global: global.clone(),
             model: model.clone(),
             log: EventLog::shared()?,
             leave,
             mcp: Default::default(),
-            keep_events: KEEP_EVENTS,
+            keep_events,
         })
-    }
-
-    /// Keeps earlier turns' events in the log for `keep` after a later
-    /// turn ended (default [`KEEP_EVENTS`]).
-    pub fn keep_events(mut self, keep: std::time::Duration) -> Self {
-        self.keep_events = keep;
-        self
     }
 
     /// Stops the MCP servers the worker's turns used.
