@@ -301,31 +301,20 @@ impl Watch {
                 return None;
             }
         };
-        let seen = match self.seen {
-            Some(seen) if seen > last => {
-                tracing::warn!(session = %self.session_id, seen, last, "the host says it saw more of the log than it holds; following from its end");
-                last
-            }
-            Some(seen) => seen,
-            None => 0,
-        };
-        let from = match self.client.running_turn(&self.session_id).await {
+        if self.seen.is_some_and(|seen| seen > last) {
+            tracing::warn!(session = %self.session_id, seen = ?self.seen, last, "the host says it saw more of the log than it holds; following from its end");
+        }
+        let running = match self.client.running_turn(&self.session_id).await {
             Ok(Some(running)) if !lock(&self.own).contains(&running.turn_id) => {
-                running.log_from.min(last)
+                Some(running.log_from)
             }
-            Ok(_) => last,
+            Ok(_) => None,
             Err(e) => {
                 tracing::warn!(session = %self.session_id, error = %e, "cannot ask whether the session runs a turn; watching from now");
-                last
+                None
             }
         };
-        // A host that reconnects gets what it missed of a turn that has
-        // ended meanwhile too.
-        let from = match self.seen {
-            Some(_) => from.min(seen),
-            None => from,
-        };
-        Some(Start { from, seen, last })
+        Some(Start::of(last, running, self.seen))
     }
 
     async fn send(&self, watched: Watched) -> bool {
@@ -334,6 +323,7 @@ impl Watch {
 }
 
 /// Where a watch begins.
+#[derive(Debug, PartialEq)]
 struct Start {
     /// It follows the log after this place.
     from: u64,
@@ -341,6 +331,28 @@ struct Start {
     seen: u64,
     /// The log's end when the watch began.
     last: u64,
+}
+
+impl Start {
+    /// For a log that ends at `last`, a turn of another front-end running
+    /// since `running` (where its events begin), and a host that has seen
+    /// the log up to `seen`: the running turn from its start, else from
+    /// the log's end; a host that reconnects also gets what it missed of
+    /// a turn that ended meanwhile. A host that claims more than the log
+    /// holds has seen it all.
+    fn of(last: u64, running: Option<u64>, seen: Option<u64>) -> Self {
+        let seen_up_to = seen.map_or(0, |s| s.min(last));
+        let from = running.map_or(last, |r| r.min(last));
+        let from = match seen {
+            Some(_) => from.min(seen_up_to),
+            None => from,
+        };
+        Self {
+            from,
+            seen: seen_up_to,
+            last,
+        }
+    }
 }
 
 /// Keeps `held` to the calls held by the records read so far.
@@ -455,6 +467,28 @@ async fn relay(events: &dyn RemoteEvents, stored: &StoredEvent) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watch_begins_where_the_host_needs_it_to() {
+        let start = |from, seen, last| Start { from, seen, last };
+        // Nothing runs, nothing seen: from the log's end.
+        assert_eq!(Start::of(40, None, None), start(40, 0, 40));
+        // Opened mid-turn: from the turn's start.
+        assert_eq!(Start::of(40, Some(30), None), start(30, 0, 40));
+        // A host that saw part of the running turn: from the turn's start
+        // (its calls still held are read), showing what follows 35.
+        assert_eq!(Start::of(40, Some(30), Some(35)), start(30, 35, 40));
+        // A host that saw up to before the running turn, or up to a turn
+        // that has ended since: from what it saw.
+        assert_eq!(Start::of(40, Some(30), Some(20)), start(20, 20, 40));
+        assert_eq!(Start::of(40, None, Some(25)), start(25, 25, 40));
+        // A host that claims more than the log holds has seen it all.
+        assert_eq!(Start::of(40, None, Some(99)), start(40, 40, 40));
+        assert_eq!(Start::of(40, Some(30), Some(99)), start(30, 40, 40));
+        // A running turn said to begin past the log's end (its first rows
+        // not yet readable) is followed from the end.
+        assert_eq!(Start::of(40, Some(45), None), start(40, 0, 40));
+    }
 
     #[test]
     fn a_front_end_remembers_its_last_turns_only() {
