@@ -87,6 +87,10 @@ fn wrong_typed(id: &str) -> Vec<(Value, &'static str)> {
             "switch_session",
         ),
         (
+            json!({"id": id, "type": "switch_session", "sessionPath": "x", "afterLogSeq": -3}),
+            "switch_session",
+        ),
+        (
             json!({"id": id, "type": "set_session_name", "name": {}}),
             "set_session_name",
         ),
