@@ -19,7 +19,9 @@ pub(crate) mod front_ends {
         each_message_once, rpc_front_end, runs_the_turn, turn_worker, which_runs_the_turn,
     };
     use crate::suite::rpc::Rpc;
-    use crate::suite::rpc::host::{answer_echo, echo_tool};
+    use crate::suite::rpc::host::{
+        answer_echo, db_read_then_write, echo_tool, serve_db_read_then_write,
+    };
 
     /// A cluster, a mock model, `n` homes (a machine each) and the
     /// workspace they share.
@@ -535,44 +537,16 @@ pub(crate) mod front_ends {
         let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
             return;
         };
-        mock.push_all([
-            MockResponse::tool_calls(vec![tool_call(
-                "r1",
-                "read",
-                json!({"path": "db://users/42"}),
-            )]),
-            MockResponse::tool_calls(vec![tool_call(
-                "w1",
-                "write",
-                json!({"path": "DB://users/43", "content": "id=43\n"}),
-            )]),
-            MockResponse::text("done"),
-        ]);
+        let [read, write] = db_read_then_write();
+        mock.push_all([read, write, MockResponse::text("done")]);
         let mut worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
         let mut a = rpc_front_end(&c, &mock, homes[1].path(), ws.path(), &[]).await;
         a.ok(json!({"type": "set_host_uri_schemes", "schemes": [
             {"scheme": "db", "description": "Virtual db rows", "writable": true}]}))
             .await;
         a.send(json!({"type": "prompt", "message": "go"})).await;
-        let read = a
-            .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
-            .await;
+        serve_db_read_then_write(&mut a).await;
         assert!(runs_the_turn(&mut worker, Duration::from_secs(5)).await);
-        assert_eq!(read["operation"], "read");
-        assert_eq!(read["url"], "db://users/42");
-        a.send(json!({"type": "host_uri_result", "id": read["id"],
-            "content": "id=42\nname=Alice\n"}))
-            .await;
-        let end = a.event("tool_execution_end").await;
-        assert!(end.to_string().contains("name=Alice"), "{end}");
-        let write = a
-            .wait_for("a write", |f| {
-                f["type"] == "host_uri_request" && f["operation"] == "write"
-            })
-            .await;
-        assert_eq!(write["content"], "id=43\n");
-        a.send(json!({"type": "host_uri_result", "id": write["id"]}))
-            .await;
         a.event("agent_end").await;
         // The worker's model read the host's row; nothing went to files.
         let body = mock.last_request().unwrap().body.to_string();

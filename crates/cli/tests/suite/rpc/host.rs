@@ -167,10 +167,9 @@ async fn abort_cancels_a_pending_host_tool_and_stdin_close_rejects() {
     );
 }
 
-#[tokio::test]
-async fn host_uris_read_write_errors_and_edit_refusal() {
-    let env = Env::new().await;
-    env.mock.push_all([
+/// The model reads `db://users/42`, then writes `DB://users/43`.
+pub(crate) fn db_read_then_write() -> [MockResponse; 2] {
+    [
         MockResponse::tool_calls(vec![tool_call(
             "r1",
             "read",
@@ -181,6 +180,46 @@ async fn host_uris_read_write_errors_and_edit_refusal() {
             "write",
             json!({"path": "DB://users/43", "content": "id=43\n"}),
         )]),
+    ]
+}
+
+/// The host's side of [`db_read_then_write`]: it serves the row (with a
+/// note), then takes the write; the host sees both calls end well.
+pub(crate) async fn serve_db_read_then_write(rpc: &mut Rpc) {
+    let req = rpc
+        .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
+        .await;
+    assert_eq!(req["operation"], "read");
+    assert_eq!(req["url"], "db://users/42");
+    rpc.send(json!({"type": "host_uri_result", "id": req["id"],
+        "content": "id=42\nname=Alice\n", "contentType": "text/plain",
+        "notes": ["fresh from cache"], "immutable": false}))
+        .await;
+    let end = rpc.event("tool_execution_end").await;
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("name=Alice") && text.contains("fresh from cache"),
+        "{text}"
+    );
+
+    let req = rpc
+        .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
+        .await;
+    assert_eq!(req["operation"], "write");
+    assert_eq!(req["content"], "id=43\n");
+    rpc.send(json!({"type": "host_uri_result", "id": req["id"]}))
+        .await;
+    let end = rpc.event("tool_execution_end").await;
+    assert_eq!(end["isError"], false);
+}
+
+#[tokio::test]
+async fn host_uris_read_write_errors_and_edit_refusal() {
+    let env = Env::new().await;
+    let [read, write] = db_read_then_write();
+    env.mock.push_all([
+        read,
+        write,
         MockResponse::tool_calls(vec![tool_call(
             "r2",
             "read",
@@ -211,31 +250,7 @@ async fn host_uris_read_write_errors_and_edit_refusal() {
     assert_eq!(r["success"], false);
 
     rpc.send(json!({"type": "prompt", "message": "go"})).await;
-    let req = rpc
-        .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
-        .await;
-    assert_eq!(req["operation"], "read");
-    assert_eq!(req["url"], "db://users/42");
-    rpc.send(json!({"type": "host_uri_result", "id": req["id"],
-        "content": "id=42\nname=Alice\n", "contentType": "text/plain",
-        "notes": ["fresh from cache"], "immutable": false}))
-        .await;
-    let end = rpc.event("tool_execution_end").await;
-    let text = end["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(
-        text.contains("name=Alice") && text.contains("fresh from cache"),
-        "{text}"
-    );
-
-    let req = rpc
-        .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
-        .await;
-    assert_eq!(req["operation"], "write");
-    assert_eq!(req["content"], "id=43\n");
-    rpc.send(json!({"type": "host_uri_result", "id": req["id"]}))
-        .await;
-    let end = rpc.event("tool_execution_end").await;
-    assert_eq!(end["isError"], false);
+    serve_db_read_then_write(&mut rpc).await;
 
     let req = rpc
         .wait_for("host_uri_request", |f| f["type"] == "host_uri_request")
