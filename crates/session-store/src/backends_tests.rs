@@ -235,5 +235,26 @@ async fn postgres_runs_the_session_scenario() {
     let after = within(load(&path)).await.unwrap();
     assert_eq!(after.entries.len(), before + 1);
     assert_eq!(text_of(&after.messages().pop().unwrap()), "from a");
+
+    // An append that committed but whose answer was lost with its
+    // connection is sent again: it counts once. Another writer's stale
+    // append is still refused.
+    tokio::task::spawn_blocking(move || {
+        let (db, key) = crate::db::under(&path).unwrap();
+        let len = crate::files::read(&path).unwrap().len() as u64;
+        let mut file = db.open_append(&key, len, len).unwrap().unwrap();
+        let line = b"{\"type\":\"custom\",\"id\":\"once0001\"}\n";
+        file.append(line).unwrap();
+        file.before_its_last_append(1).append(line).unwrap();
+        let text = String::from_utf8(crate::files::read(&path).unwrap()).unwrap();
+        assert_eq!(text.matches("once0001").count(), 1);
+        let err = file
+            .before_its_last_append(1)
+            .append(b"{\"type\":\"custom\",\"id\":\"other001\"}\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("another writer"), "{err}");
+    })
+    .await
+    .unwrap();
     drop(server);
 }

@@ -34,6 +34,8 @@ use tokio::runtime::Handle;
 use tokio_postgres::{Client, Config};
 
 use crate::pool::{Pool, connect, io_error};
+
+mod append;
 use crate::summary::Facts;
 
 /// The sessions root that lives in the database, and its connection.
@@ -297,10 +299,21 @@ impl Db {
         runtime.block_on(self.pool.with(work))
     }
 
+    /// Like [`run`](Self::run), for work that is safe to run again on a new
+    /// connection when its own was lost (see [`Pool::again`]).
+    fn run_again<T>(
+        &self,
+        work: impl AsyncFnMut(&mut Client) -> Result<T, tokio_postgres::Error>,
+    ) -> io::Result<T> {
+        let runtime = Handle::try_current()
+            .map_err(|_| io::Error::other("the sessions database needs an async runtime"))?;
+        runtime.block_on(self.pool.again(work))
+    }
+
     /// The whole file as JSONL bytes.
     pub(crate) fn read(&self, key: &str) -> io::Result<Vec<u8>> {
         let key = key.to_owned();
-        let found = self.run(async |c| {
+        let found = self.run_again(async |c| {
             let Some(file) = c
                 .query_opt(
                     "SELECT header FROM keel_session_files WHERE path = $1",
@@ -473,7 +486,7 @@ impl Db {
     /// Whether the file exists.
     pub(crate) fn exists(&self, key: &str) -> bool {
         let key = key.to_owned();
-        self.run(async |c| {
+        self.run_again(async |c| {
             Ok(
                 c.query_opt("SELECT 1 FROM keel_session_files WHERE path = $1", &[&key])
                     .await?
@@ -487,7 +500,7 @@ impl Db {
     /// modification times.
     pub(crate) fn list(&self, dir: &str) -> io::Result<Vec<(String, SystemTime)>> {
         let dir = dir.to_owned();
-        self.run(async |c| {
+        self.run_again(async |c| {
             let rows = c
                 .query(
                     "SELECT path, modified_ms FROM keel_session_files WHERE workspace = $1",
@@ -507,7 +520,7 @@ impl Db {
     /// once, and the result stored unless it changed meanwhile.
     pub(crate) fn summaries(&self, dir: &str) -> io::Result<Vec<Summarized>> {
         let dir = dir.to_owned();
-        self.run(async |c| {
+        self.run_again(async |c| {
             let rows = c
                 .query(
                     "SELECT path, modified_ms, header, lines, summarized, messages, \
@@ -555,7 +568,7 @@ impl Db {
                 .replace('%', "\\%")
                 .replace('_', "\\_")
         );
-        let all: Vec<String> = self.run(async |c| {
+        let all: Vec<String> = self.run_again(async |c| {
             let rows = c
                 .query(
                     "SELECT DISTINCT workspace FROM keel_session_files WHERE workspace LIKE $1",
@@ -580,7 +593,7 @@ impl Db {
     /// A home file's bytes, if it exists.
     pub(crate) fn doc_read(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
         let key = key.to_owned();
-        self.run(async |c| {
+        self.run_again(async |c| {
             c.query_opt("SELECT body FROM keel_home_files WHERE path = $1", &[&key])
                 .await?
                 .map(|row| row.try_get(0))
@@ -591,7 +604,7 @@ impl Db {
     /// Replaces a home file (one statement: never half written).
     pub(crate) fn doc_write(&self, key: &str, bytes: &[u8]) -> io::Result<()> {
         let (key, body, now) = (key.to_owned(), bytes.to_vec(), millis(SystemTime::now()));
-        self.run(async |c| {
+        self.run_again(async |c| {
             c.execute(
                 "INSERT INTO keel_home_files (path, body, modified_ms) VALUES ($1, $2, $3) \
                  ON CONFLICT (path) DO UPDATE SET body = EXCLUDED.body, modified_ms = EXCLUDED.modified_ms",
@@ -673,52 +686,6 @@ async fn insert_lines(
     )
     .await?;
     Ok(())
-}
-
-impl DbFile {
-    /// Appends whole lines, if nobody else appended since this handle's
-    /// last look (else `Modified`-style error: the session changed).
-    pub(crate) fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let lines = lines_of(bytes)?;
-        if lines.is_empty() {
-            return Ok(());
-        }
-        let added = i64::try_from(lines.len()).unwrap_or(i64::MAX);
-        let grown = i64::try_from(bytes.len()).unwrap_or(i64::MAX);
-        let (key, from) = (self.key.clone(), self.lines);
-        let now = millis(SystemTime::now());
-        let facts = Facts::of(lines.iter().map(String::as_bytes));
-        let (messages, first, named, name) = columns_of(&facts);
-        let appended = self.db.run(async |c| {
-            let tx = c.transaction().await?;
-            let updated = tx
-                .execute(
-                    "UPDATE keel_session_files SET lines = lines + $3, bytes = bytes + $4, \
-                     modified_ms = greatest(modified_ms + 1, $5), messages = messages + $6, \
-                     first_message = coalesce(first_message, $7), \
-                     named = named OR $8, name = CASE WHEN $8 THEN $9 ELSE name END \
-                     WHERE path = $1 AND lines = $2",
-                    &[
-                        &key, &from, &added, &grown, &now, &messages, &first, &named, &name,
-                    ],
-                )
-                .await?;
-            if updated == 0 {
-                return Ok(false);
-            }
-            insert_lines(&tx, &key, from, &lines).await?;
-            tx.commit().await?;
-            Ok(true)
-        })?;
-        if !appended {
-            return Err(io::Error::other(format!(
-                "session {} was changed by another writer since it was opened",
-                self.key
-            )));
-        }
-        self.lines += added;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -4,14 +4,17 @@
 //! database share: an operation takes a free one, or waits for the next in
 //! turn when all are busy, so one slow read (a long session) or a busy
 //! writer does not hold up every other session of the process. A
-//! connection the server dropped is made again before it is used. Also
+//! connection the server dropped is made again before it is used, and work
+//! that is safe to repeat is run again when its connection is lost mid-way
+//! ([`Pool::again`]), so a server restart does not fail it. Also
 //! owns connecting and the mapping of the driver's errors to `io::Error`.
 //! It must not know the schema.
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::{Client, Config, NoTls};
 
 /// Connections per process (each is a server backend; made on first use).
@@ -52,25 +55,102 @@ impl Pool {
         &self,
         work: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
-        let free = self.slots.iter().find_map(|slot| slot.try_lock().ok());
-        let mut slot = match free {
-            Some(slot) => slot,
-            None => {
-                let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
-                self.slots[turn].lock().await
+        let mut slot = self.slot().await;
+        let client = self.ready(&mut slot).await.map_err(io_error)?;
+        let done = work(client).await;
+        forget_if_lost(&mut slot, &done);
+        done.map_err(io_error)
+    }
+
+    /// Like [`with`](Self::with), but `work` is run again on a new
+    /// connection when the one it ran on was lost (the server restarted or
+    /// dropped it), for up to [`RECONNECT_WINDOW`]. Only for work that is
+    /// safe to run twice: a read, an upsert, or a write that recognises
+    /// its own earlier commit whose answer was lost.
+    pub(crate) async fn again<T>(
+        &self,
+        mut work: impl AsyncFnMut(&mut Client) -> Result<T, tokio_postgres::Error>,
+    ) -> io::Result<T> {
+        let started = Instant::now();
+        let mut pause = FIRST_PAUSE;
+        loop {
+            let mut slot = self.slot().await;
+            let done = match self.ready(&mut slot).await {
+                Ok(client) => work(client).await,
+                Err(e) => Err(e),
+            };
+            forget_if_lost(&mut slot, &done);
+            drop(slot);
+            match done {
+                Err(e) if lost(&e) && started.elapsed() < RECONNECT_WINDOW => {
+                    tracing::debug!(error = %e, "a sessions database operation lost its connection; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(LAST_PAUSE);
+                }
+                done => return done.map_err(io_error),
             }
-        };
-        let client = match slot.take() {
-            Some(client) if !client.is_closed() => slot.insert(client),
+        }
+    }
+
+    /// A free connection slot, or the next one in turn when all are busy.
+    async fn slot(&self) -> MutexGuard<'_, Option<Client>> {
+        for slot in &self.slots {
+            if let Ok(free) = slot.try_lock() {
+                return free;
+            }
+        }
+        let turn = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        self.slots[turn].lock().await
+    }
+
+    /// The slot's connection, made again when there is none or the server
+    /// closed it.
+    async fn ready<'a>(
+        &self,
+        slot: &'a mut Option<Client>,
+    ) -> Result<&'a mut Client, tokio_postgres::Error> {
+        match slot.take() {
+            Some(client) if !client.is_closed() => Ok(slot.insert(client)),
             dropped => {
                 if dropped.is_some() {
                     tracing::warn!(url = %self.redacted, "a sessions database connection was closed; reconnecting");
                 }
-                slot.insert(connect(&self.config).await.map_err(io_error)?)
+                Ok(slot.insert(connect(&self.config).await?))
             }
-        };
-        work(client).await.map_err(io_error)
+        }
     }
+}
+
+/// How long [`Pool::again`] keeps trying when the connection is lost: long
+/// enough for a server to restart, short enough that a turn whose database
+/// is gone fails within a minute.
+pub(crate) const RECONNECT_WINDOW: Duration = Duration::from_secs(30);
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const LAST_PAUSE: Duration = Duration::from_secs(2);
+
+/// Drops the slot's connection when `done` says it was lost, so the next
+/// use makes a new one (the client may not know yet that it is closed).
+fn forget_if_lost<T>(slot: &mut Option<Client>, done: &Result<T, tokio_postgres::Error>) {
+    if let Err(e) = done
+        && lost(e)
+        && slot.take().is_some()
+    {
+        tracing::warn!("a sessions database connection was closed; reconnecting");
+    }
+}
+
+/// Whether `e` says the connection failed rather than the statement: it was
+/// closed, its I/O failed, or the server is shutting down or starting up
+/// (SQLSTATE class 08, and 57P01–57P03).
+pub(crate) fn lost(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<io::Error>())
 }
 
 /// A connection, driven by a task on the current runtime.
@@ -84,8 +164,15 @@ pub(crate) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
     Ok(client)
 }
 
+/// The driver's error with what the server or the socket said (its
+/// `Display` alone is only "db error" or "error connecting to server").
 pub(crate) fn io_error(e: tokio_postgres::Error) -> io::Error {
-    io::Error::other(format!("sessions database: {e}"))
+    let detail = match (e.as_db_error(), std::error::Error::source(&e)) {
+        (Some(db), _) => format!("{e}: {}", db.message()),
+        (None, Some(source)) => format!("{e}: {source}"),
+        (None, None) => e.to_string(),
+    };
+    io::Error::other(format!("sessions database: {detail}"))
 }
 
 #[cfg(test)]
@@ -130,5 +217,59 @@ mod tests {
         assert_eq!(answer, 42);
         release_tx.send(()).unwrap();
         busy.await.unwrap().unwrap();
+    }
+
+    /// The server crashes and restarts while a query runs: `with` reports
+    /// the lost connection, `again` runs the work once more on a new one.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn work_that_lost_its_connection_is_run_again() {
+        let Some(mut server) = keel_test_support::PostgresServer::start().await else {
+            return;
+        };
+        let config: tokio_postgres::Config = server.database().await.parse().unwrap();
+        let first = connect(&config).await.unwrap();
+        let pool = Arc::new(Pool::new(config, "postgres://test".into(), first));
+        let slow = "SELECT pg_sleep(0.5), 7::bigint";
+        let once = tokio::spawn({
+            let pool = pool.clone();
+            async move {
+                pool.with(async |c| c.query_one(slow, &[]).await.map(|r| r.get::<_, i64>(1)))
+                    .await
+            }
+        });
+        // (`again` is used from blocking threads, so not spawned here.)
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let (again, ()) = tokio::join!(
+            tokio::time::timeout(
+                Duration::from_secs(60),
+                pool.again(async |c| {
+                    tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    c.query_one(slow, &[]).await.map(|r| r.get::<_, i64>(1))
+                })
+            ),
+            async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                server.crash_and_restart().await;
+            }
+        );
+        let again = again.unwrap();
+        let once = tokio::time::timeout(Duration::from_secs(60), once)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(once.is_err(), "{once:?}");
+        assert_eq!(again.unwrap(), 7);
+        assert!(tries.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+        // A statement's own error is not a lost connection: no second try.
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let err = pool
+            .again(async |c| {
+                tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                c.execute("SELECT * FROM no_such_table", &[]).await
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no_such_table"), "{err}");
+        assert_eq!(tries.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }
