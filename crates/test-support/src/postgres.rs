@@ -156,8 +156,15 @@ impl PostgresServer {
     /// session cut, recovery on the next start) and starts it again on the
     /// same files and port. Only for a throwaway server.
     pub async fn crash_and_restart(&mut self) {
+        self.crash().await;
+        self.restart().await;
+    }
+
+    /// Crashes the server (see [`crash_and_restart`](Self::crash_and_restart));
+    /// it stays down until [`restart`](Self::restart).
+    pub async fn crash(&mut self) {
         let Some(cluster) = &mut self.cluster else {
-            panic!("only a throwaway server can be restarted");
+            panic!("only a throwaway server can be crashed");
         };
         let _ = Command::new("kill")
             .args(["-QUIT", &cluster.child.id().to_string()])
@@ -167,6 +174,14 @@ impl PostgresServer {
             assert!(Instant::now() < deadline, "PostgreSQL did not stop");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Starts a crashed server again on its files and port, and waits
+    /// until it takes connections.
+    pub async fn restart(&mut self) {
+        let Some(cluster) = &mut self.cluster else {
+            panic!("only a throwaway server can be restarted");
+        };
         cluster.child = match cluster.launch.postmaster(cluster._dir.path()) {
             Ok(child) => child,
             Err(e) => panic!("cannot restart PostgreSQL: {e:#}"),

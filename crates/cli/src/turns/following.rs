@@ -96,8 +96,36 @@ const RESULT_RETRY: Duration = Duration::from_secs(1);
 /// Asks the worker running `turn` to abort it: a record in the session's
 /// event log, which that worker follows.
 pub(super) async fn interrupt(log: &EventLog, turn: &TurnInput) {
-    if let Err(e) = tell_worker(log, turn, &LogRecord::InterruptRequested).await {
+    if let Err(e) = tell_worker_surely(log, turn, &LogRecord::InterruptRequested).await {
         tracing::warn!(error = %format!("{e:#}"), "cannot interrupt the turn");
+    }
+}
+
+/// How long a word the worker must not miss (a tool's result, an
+/// interrupt) is tried again while the event log cannot be written.
+const TELL_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Like [`tell_worker`], trying again for up to [`TELL_PATIENCE`] while
+/// the log cannot be written (the database restarts). A try whose answer
+/// was lost may have stored the record: the worker takes the first of a
+/// call's results and one interrupt, so a second copy changes nothing.
+pub(super) async fn tell_worker_surely(
+    log: &EventLog,
+    turn: &TurnInput,
+    record: &LogRecord,
+) -> anyhow::Result<()> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match tell_worker(log, turn, record).await {
+            Ok(()) => return Ok(()),
+            Err(e) if started.elapsed() < TELL_PATIENCE => {
+                tracing::warn!(error = %format!("{e:#}"), "cannot reach the event log to tell the worker; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use keel_temporal::{FrontEndScheme, FrontEndTool, TemporalClient, TemporalSettin
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::following::{TurnEvents, interrupt, outcome_of, tell_worker};
+use super::following::{TurnEvents, interrupt, outcome_of, tell_worker, tell_worker_surely};
 use super::{LogRecord, Logged};
 
 /// Runs sessions' runs on the cluster's workers; see the module docs.
@@ -445,7 +445,7 @@ async fn run_tool(
         result: out.result,
         is_error: out.is_error,
     };
-    if let Err(e) = tell_worker(log, turn, &record).await {
+    if let Err(e) = tell_worker_surely(log, turn, &record).await {
         tracing::warn!(error = %format!("{e:#}"), "cannot give the worker the tool's result");
     }
 }

@@ -10,9 +10,11 @@
 //! log, after the call's `tool_execution_start`, and the proxy waits for
 //! the front-end's `tool_result` record of the same call. While the
 //! front-end runs the call it says so every [`RUNNING_BEAT`]
-//! (`tool_running`); a front-end not heard from for [`SILENCE`] has gone
-//! away (killed, its machine lost), and the call ends with an error that
-//! says it may or may not have happened. An abort of the run stops the
+//! (`tool_running`); a front-end not heard from for [`SILENCE`] while the
+//! log can be read has gone away (killed, its machine lost), and the call
+//! ends with an error that says it may or may not have happened. While
+//! the log cannot be read (the database is away) the wait goes on, and
+//! the front-end gets a whole [`SILENCE`] once it is back. An abort of the run stops the
 //! wait (the front-end's run is aborted by the same interrupt). It must
 //! not know how the front-end runs them.
 
@@ -40,7 +42,8 @@ pub const SILENCE: Duration = Duration::from_secs(10);
 /// How a wait for the front-end's answer ended.
 enum Answer {
     Given(ToolOutput),
-    /// The front-end said nothing for [`SILENCE`].
+    /// The front-end said nothing for [`SILENCE`] though the log could
+    /// be read.
     Gone,
     /// The log's follower ended.
     Stopped,
@@ -97,6 +100,22 @@ fn hints(tool: &FrontEndTool) -> ToolHints {
     }
 }
 
+/// How long a look at the event log may take before it counts as out of
+/// reach.
+const LOOK: Duration = Duration::from_secs(2);
+
+impl FrontEndProxy {
+    /// Whether the session's event log cannot be read from here now.
+    async fn log_unreachable(&self) -> bool {
+        let look = tokio::time::timeout(LOOK, self.log.last_seq(&self.session_id)).await;
+        let unreachable = !matches!(look, Ok(Ok(_)));
+        if unreachable {
+            tracing::warn!(session = %self.session_id, "the event log cannot be reached; waiting for the front-end's answer until it can");
+        }
+        unreachable
+    }
+}
+
 #[async_trait::async_trait]
 impl Tool for FrontEndProxy {
     fn name(&self) -> &str {
@@ -128,8 +147,15 @@ impl Tool for FrontEndProxy {
         let answered = async {
             let mut heard = Instant::now();
             loop {
-                let Ok(next) = tokio::time::timeout_at(heard + SILENCE, answers.recv()).await
-                else {
+                let next = tokio::time::timeout_at(heard + SILENCE, answers.recv()).await;
+                let Ok(next) = next else {
+                    // Silence means something only when the log could
+                    // have carried a word: while this side cannot reach
+                    // it, nor perhaps can the front-end.
+                    if self.log_unreachable().await {
+                        heard = Instant::now();
+                        continue;
+                    }
                     return Answer::Gone;
                 };
                 let Some(stored) = next else {

@@ -6,7 +6,8 @@
 //! offered again. A front-end killed while it runs a host tool for the
 //! worker: the worker's call ends once the front-end has been silent a
 //! while, as a call that may or may not have happened, and the turn goes
-//! on; a slow host tool on a live front-end is waited for. Built only
+//! on; a slow host tool on a live front-end is waited for, and so is one
+//! whose answer comes while the database is away. Built only
 //! with the `temporal` feature.
 
 #[cfg(feature = "temporal")]
@@ -208,5 +209,42 @@ mod reconnect {
         assert!(text.contains("The host went away."), "{text}");
         assert_eq!(m.mock.request_count(), 4);
         finished(b).await;
+    }
+
+    /// The database is away longer than a front-end may be silent, while
+    /// the front-end's host runs a tool for the worker, and the host
+    /// answers meanwhile: the worker waits for the log instead of taking
+    /// the front-end for gone, the front-end keeps the answer until it can
+    /// store it, and the model gets the host's answer once.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_database_away_while_the_host_runs_a_tool_loses_nothing() {
+        let Some(mut m) = machines(2).await else {
+            return;
+        };
+        let _worker = turn_worker(&m.c, &m.mock, m.homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&m.c, &m.mock, m.homes[1].path(), m.ws.path(), &[]).await;
+        a.ok(echo_tool()).await;
+        echo_turn(&m.mock, "h1", "The host said hello.");
+        a.send(json!({"type": "prompt", "message": "echo hello"}))
+            .await;
+        let call = a
+            .wait_for("host_tool_call", |f| f["type"] == "host_tool_call")
+            .await;
+        m.c.pg.crash().await;
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        a.send(json!({"type": "host_tool_result", "id": call["id"],
+            "result": {"content": [{"type": "text", "text": "host says: hello"}]}}))
+            .await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        m.c.pg.restart().await;
+        let end = a.event("tool_execution_end").await;
+        assert_eq!(end["isError"], false, "{end}");
+        assert_eq!(end["result"]["content"][0]["text"], "host says: hello");
+        a.event("agent_end").await;
+        let heard = m.mock.last_request().unwrap().body["messages"].to_string();
+        assert!(heard.contains("host says: hello"), "{heard}");
+        assert_eq!(heard.matches("host says: hello").count(), 1, "{heard}");
+        assert_eq!(m.mock.request_count(), 2);
+        finished(a).await;
     }
 }
