@@ -287,6 +287,12 @@ pub(crate) struct DbFile {
     lines: i64,
 }
 
+/// The runtime whose blocking pool this thread belongs to.
+fn runtime() -> io::Result<Handle> {
+    Handle::try_current()
+        .map_err(|_| io::Error::other("the sessions database needs an async runtime"))
+}
+
 impl Db {
     /// Runs `work` on a connection of the pool (see [`Pool::with`]),
     /// blocking this thread of the current runtime's blocking pool.
@@ -294,9 +300,7 @@ impl Db {
         &self,
         work: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
-        let runtime = Handle::try_current()
-            .map_err(|_| io::Error::other("the sessions database needs an async runtime"))?;
-        runtime.block_on(self.pool.with(work))
+        runtime()?.block_on(self.pool.with(work))
     }
 
     /// Like [`run`](Self::run), for work that is safe to run again on a new
@@ -305,9 +309,7 @@ impl Db {
         &self,
         work: impl AsyncFnMut(&mut Client) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
-        let runtime = Handle::try_current()
-            .map_err(|_| io::Error::other("the sessions database needs an async runtime"))?;
-        runtime.block_on(self.pool.again(work))
+        runtime()?.block_on(self.pool.again(work))
     }
 
     /// The whole file as JSONL bytes.
