@@ -44,6 +44,11 @@ pub enum Error {
     /// PostgreSQL failed (the message never holds the connection string).
     #[error("approvals database error: {0}")]
     Postgres(String),
+    /// The PostgreSQL connection was lost mid-way (the server restarted,
+    /// dropped it, or is starting up): the same work may succeed once it
+    /// is back. See [`Error::is_unavailable`].
+    #[error("approvals database unreachable: {0}")]
+    Unavailable(String),
     /// The approvals store setting is wrong, or its server cannot be
     /// reached (any password in it is hidden).
     #[error("{0}")]
@@ -61,8 +66,34 @@ pub enum Error {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
-        Error::Postgres(describe_postgres(&e))
+        if connection_lost(&e) {
+            Error::Unavailable(describe_postgres(&e))
+        } else {
+            Error::Postgres(describe_postgres(&e))
+        }
     }
+}
+
+impl Error {
+    /// Whether the store could not be reached, rather than refusing the
+    /// work: a wait may go on and look again later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
+}
+
+/// Whether `e` says the connection failed rather than the statement: it was
+/// closed, its I/O failed, or the server is shutting down or starting up
+/// (SQLSTATE class 08, and 57P01–57P03).
+fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
 /// A PostgreSQL error with its cause (the server's message, or the I/O

@@ -90,6 +90,8 @@ impl ApprovalEngine {
 
     /// Waits until the request is decided, expires, or `cancel` fires (then
     /// the request is marked cancelled, unless a decision landed first).
+    /// A store that cannot be reached for a while (a PostgreSQL restart)
+    /// does not end the wait: it looks again each poll until it can.
     pub async fn wait(&self, request_id: &str, cancel: &CancellationToken) -> Result<Resolution> {
         // Listen to other processes before the first read, for the same
         // reason as below.
@@ -101,9 +103,16 @@ impl ApprovalEngine {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            let until_expiry = match self.look(request_id).await? {
-                Look::Done { resolution } => return Ok(resolution),
-                Look::Pending { expires_in_ms } => expires_in_ms,
+            let until_expiry = match self.look(request_id).await {
+                Ok(Look::Done { resolution }) => return Ok(resolution),
+                Ok(Look::Pending { expires_in_ms }) => expires_in_ms,
+                // The row outlives the outage: look again once it is back
+                // (the expiry is on the row, so it is not missed).
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(error = %e, request_id, "cannot look at the held call's row; waiting for the approvals database");
+                    u64::MAX
+                }
+                Err(e) => return Err(e),
             };
             let nap = self
                 .inner

@@ -162,7 +162,13 @@ impl PostgresStore {
         let mut guard = self.conn.lock().await;
         if guard.client.is_closed() {
             tracing::warn!(url = %self.redacted, "the approvals database connection was closed; reconnecting");
-            *guard = Conn::new(connect(&self.config).await?);
+            // The server is away while it restarts: the caller may try
+            // again later.
+            let client = connect(&self.config).await.map_err(|e| match e {
+                Error::Config(why) => Error::Unavailable(why),
+                other => other,
+            })?;
+            *guard = Conn::new(client);
         }
         Ok(guard)
     }

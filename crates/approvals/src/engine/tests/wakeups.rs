@@ -103,3 +103,43 @@ async fn postgres_a_decision_by_another_connection_wakes_the_wait() {
     .await;
     another_process_decides(waiting, deciding, "c2").await;
 }
+
+/// The server crashes while a call waits and is down for a while: the
+/// wait goes on (it cannot look, so it waits to look again) and ends with
+/// the decision taken once the server is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_a_wait_outlives_a_server_restart() {
+    let Some(mut server) = keel_test_support::PostgresServer::start().await else {
+        return;
+    };
+    let location = StoreLocation::Postgres {
+        url: server.database().await,
+    };
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let often = EngineConfig {
+        poll_interval: Duration::from_millis(100),
+        ..EngineConfig::default()
+    };
+    let open = || ApprovalEngine::open_at(&location, clock.clone(), often.clone());
+    let (waiting, deciding) = (open().await.unwrap(), open().await.unwrap());
+    let id = held_id(&waiting.gate_check(&bash("c1", "cargo publish")).await);
+    let wait = tokio::spawn({
+        let id = id.clone();
+        async move { waiting.wait(&id, &CancellationToken::new()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.crash().await;
+    // Several looks fail meanwhile.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!wait.is_finished(), "{:?}", wait.await);
+    server.restart().await;
+    deciding
+        .decide(&id, Decision::Approve, "other", None)
+        .await
+        .unwrap();
+    let resolution = within(wait).await.unwrap().unwrap();
+    assert!(
+        matches!(resolution, Resolution::Approved { .. }),
+        "{resolution:?}"
+    );
+}
