@@ -477,20 +477,29 @@ mod tests {
             .expect("no event within 10 s")
             .unwrap();
         assert_eq!(event.seq, 1);
-        let listening: i64 = log
-            .pool
-            .with(async |c| {
-                c.query_one(
-                    "SELECT count(*) FROM pg_stat_activity \
-                     WHERE datname = current_database() AND query LIKE 'LISTEN%'",
-                    &[],
-                )
+        // The listener may still be connecting (the first read needs no
+        // notification): once it listens, it is the only one.
+        let listening = async || -> i64 {
+            log.pool
+                .with(async |c| {
+                    c.query_one(
+                        "SELECT count(*) FROM pg_stat_activity \
+                         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+                        &[],
+                    )
+                    .await
+                })
                 .await
-            })
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(listening, 1);
+                .unwrap()
+                .get(0)
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while listening().await == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "nobody listens");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(listening().await, 1);
     }
 
     #[tokio::test(flavor = "multi_thread")]
