@@ -19,11 +19,23 @@ fn no_polling() -> EngineConfig {
 /// A call held by `waiting` and decided by `deciding` (its own connection)
 /// ends its wait approved.
 async fn another_process_decides(waiting: ApprovalEngine, deciding: ApprovalEngine, call_id: &str) {
+    another_process_decides_after(waiting, deciding, call_id, async || {}).await;
+}
+
+/// Like [`another_process_decides`], with `meanwhile` happening while the
+/// call waits, before the decision.
+async fn another_process_decides_after(
+    waiting: ApprovalEngine,
+    deciding: ApprovalEngine,
+    call_id: &str,
+    meanwhile: impl AsyncFnOnce(),
+) {
     let id = held_id(&waiting.gate_check(&bash(call_id, "cargo publish")).await);
     let wait_id = id.clone();
     let wait = tokio::spawn(async move { waiting.wait(&wait_id, &CancellationToken::new()).await });
     // Let the wait take its first look, so the decision lands mid-wait.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    meanwhile().await;
     deciding
         .decide(&id, Decision::Approve, "other", None)
         .await
@@ -122,24 +134,12 @@ async fn postgres_a_wait_outlives_a_server_restart() {
     };
     let open = || ApprovalEngine::open_at(&location, clock.clone(), often.clone());
     let (waiting, deciding) = (open().await.unwrap(), open().await.unwrap());
-    let id = held_id(&waiting.gate_check(&bash("c1", "cargo publish")).await);
-    let wait = tokio::spawn({
-        let id = id.clone();
-        async move { waiting.wait(&id, &CancellationToken::new()).await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    server.crash().await;
-    // Several looks fail meanwhile.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(!wait.is_finished(), "{:?}", wait.await);
-    server.restart().await;
-    deciding
-        .decide(&id, Decision::Approve, "other", None)
-        .await
-        .unwrap();
-    let resolution = within(wait).await.unwrap().unwrap();
-    assert!(
-        matches!(resolution, Resolution::Approved { .. }),
-        "{resolution:?}"
-    );
+    another_process_decides_after(waiting, deciding, "c1", async || {
+        server.crash().await;
+        // Several looks fail meanwhile; a wait that ended on them fails
+        // the decision's check below.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        server.restart().await;
+    })
+    .await;
 }
