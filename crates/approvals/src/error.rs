@@ -66,10 +66,10 @@ pub enum Error {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
-        if connection_lost(&e) {
-            Error::Unavailable(describe_postgres(&e))
+        if keel_pg::lost(&e) {
+            Error::Unavailable(keel_pg::describe(&e))
         } else {
-            Error::Postgres(describe_postgres(&e))
+            Error::Postgres(keel_pg::describe(&e))
         }
     }
 }
@@ -80,42 +80,6 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable(_))
     }
-}
-
-/// Whether `e` says the connection failed rather than the statement: it was
-/// closed, its I/O failed, or the server is shutting down or starting up
-/// (SQLSTATE class 08, and 57P01–57P03).
-fn connection_lost(e: &tokio_postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    if let Some(code) = e.code() {
-        let code = code.code();
-        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
-    }
-    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
-}
-
-/// A PostgreSQL error with its cause (the server's message, or the I/O
-/// error): `tokio_postgres::Error`'s own text is only its kind.
-pub(crate) fn describe_postgres(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return match db.detail() {
-            Some(detail) => format!("{}: {} ({detail})", db.severity(), db.message()),
-            None => format!("{}: {}", db.severity(), db.message()),
-        };
-    }
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Result with the crate's [`Error`].

@@ -108,7 +108,7 @@ pub async fn use_database(home: &Path, url: &str, redacted: &str) -> Result<(), 
     let config = Config::from_str(url).map_err(|e| DbError::Config(format!("{redacted}: {e}")))?;
     let connect_error = |e: tokio_postgres::Error| DbError::Connect {
         url: redacted.to_owned(),
-        message: e.to_string(),
+        message: keel_pg::describe(&e),
     };
     let mut client = connect(&config).await.map_err(connect_error)?;
     if let Some(found) = migrate(&mut client).await.map_err(connect_error)? {

@@ -82,7 +82,7 @@ impl Pool {
             forget_if_lost(&mut slot, &done);
             drop(slot);
             match done {
-                Err(e) if lost(&e) && started.elapsed() < RECONNECT_WINDOW => {
+                Err(e) if keel_pg::lost(&e) && started.elapsed() < RECONNECT_WINDOW => {
                     tracing::debug!(error = %e, "a sessions database operation lost its connection; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(LAST_PAUSE);
@@ -132,25 +132,11 @@ const LAST_PAUSE: Duration = Duration::from_secs(2);
 /// use makes a new one (the client may not know yet that it is closed).
 fn forget_if_lost<T>(slot: &mut Option<Client>, done: &Result<T, tokio_postgres::Error>) {
     if let Err(e) = done
-        && lost(e)
+        && keel_pg::lost(e)
         && slot.take().is_some()
     {
         tracing::warn!("a sessions database connection was closed; reconnecting");
     }
-}
-
-/// Whether `e` says the connection failed rather than the statement: it was
-/// closed, its I/O failed, or the server is shutting down or starting up
-/// (SQLSTATE class 08, and 57P01–57P03).
-pub(crate) fn lost(e: &tokio_postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    if let Some(code) = e.code() {
-        let code = code.code();
-        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
-    }
-    std::error::Error::source(e).is_some_and(|s| s.is::<io::Error>())
 }
 
 /// A connection, driven by a task on the current runtime.
@@ -164,15 +150,9 @@ pub(crate) async fn connect(config: &Config) -> Result<Client, tokio_postgres::E
     Ok(client)
 }
 
-/// The driver's error with what the server or the socket said (its
-/// `Display` alone is only "db error" or "error connecting to server").
+/// The driver's error with what the server or the socket said.
 pub(crate) fn io_error(e: tokio_postgres::Error) -> io::Error {
-    let detail = match (e.as_db_error(), std::error::Error::source(&e)) {
-        (Some(db), _) => format!("{e}: {}", db.message()),
-        (None, Some(source)) => format!("{e}: {source}"),
-        (None, None) => e.to_string(),
-    };
-    io::Error::other(format!("sessions database: {detail}"))
+    io::Error::other(format!("sessions database: {}", keel_pg::describe(&e)))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use super::{
     AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
     NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
 };
-use crate::error::{Error, Result, describe_postgres};
+use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::rules::{Lifetime, Rule};
 
@@ -205,7 +205,7 @@ async fn connect(config: &Config) -> Result<Client> {
     let (client, connection) = config.connect(NoTls).await.map_err(|e| {
         Error::Config(format!(
             "cannot connect to the PostgreSQL server: {}",
-            describe_postgres(&e)
+            keel_pg::describe(&e)
         ))
     })?;
     tokio::spawn(async move {
