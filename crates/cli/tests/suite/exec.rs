@@ -258,19 +258,15 @@ async fn missing_api_key_is_a_clear_usage_error() {
 #[tokio::test]
 async fn attach_without_a_cluster_says_what_it_needs() {
     let env = Env::new().await;
-    let out = env.exec().args(["--attach"]).run().await.unwrap();
+    let attach = async |args: &[&str]| env.exec().args(args.iter().copied()).run().await.unwrap();
+    let out = attach(&["--attach"]).await;
     assert_ne!(out.code(), Some(0));
     assert!(
         out.stderr.contains("--session ID or --continue"),
         "{}",
         out.stderr
     );
-    let out = env
-        .exec()
-        .args(["--attach", "--continue"])
-        .run()
-        .await
-        .unwrap();
+    let out = attach(&["--attach", "--continue"]).await;
     assert_ne!(out.code(), Some(0));
     assert!(
         out.stderr.contains("--attach follows a turn"),
@@ -278,12 +274,7 @@ async fn attach_without_a_cluster_says_what_it_needs() {
         out.stderr
     );
     // With a prompt it is a usage error.
-    let out = env
-        .exec()
-        .args(["--attach", "--continue", "hi"])
-        .run()
-        .await
-        .unwrap();
+    let out = attach(&["--attach", "--continue", "hi"]).await;
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
     assert_eq!(env.mock.request_count(), 0);
 }
