@@ -263,9 +263,32 @@ pub struct WorkerArgs {
     pub keep_events: std::time::Duration,
 }
 
-/// A duration of seconds, minutes or hours (`600s`, `10m`, `2h`), up to
-/// a week; 0 is allowed.
+/// A duration of up to a week, 0 allowed (`--keep-events`).
 fn parse_keep(text: &str) -> Result<std::time::Duration, String> {
+    parse_duration(
+        text,
+        |s| s <= 7.0 * 86400.0,
+        "up to a week (e.g. 10m, 600s, 0s)",
+    )
+}
+
+/// A duration above 0 and up to an hour (the worker's timeouts).
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    parse_duration(
+        text,
+        |s| s > 0.0 && s <= 3600.0,
+        "above 0 and up to an hour (e.g. 2s)",
+    )
+}
+
+/// A duration of seconds, minutes or hours (`600s`, `10m`, `2h`; a bare
+/// number is seconds) that is not negative and whose seconds `fits`;
+/// `bounds` says what fits, for the error.
+fn parse_duration(
+    text: &str,
+    fits: impl Fn(f64) -> bool,
+    bounds: &str,
+) -> Result<std::time::Duration, String> {
     let text = text.trim();
     let (number, unit) = match text.char_indices().last() {
         Some((i, 'h')) => (&text[..i], 3600.0),
@@ -277,19 +300,9 @@ fn parse_keep(text: &str) -> Result<std::time::Duration, String> {
         .parse::<f64>()
         .ok()
         .map(|n| n * unit)
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 7.0 * 86400.0)
+        .filter(|s| s.is_finite() && *s >= 0.0 && fits(*s))
         .map(std::time::Duration::from_secs_f64)
-        .ok_or_else(|| format!("{text:?} is not a duration up to a week (e.g. 10m, 600s, 0s)"))
-}
-
-fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
-    let number = text.trim().trim_end_matches('s');
-    number
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 3600.0)
-        .map(std::time::Duration::from_secs_f64)
-        .ok_or_else(|| format!("{text:?} is not a number of seconds (e.g. 2s)"))
+        .ok_or_else(|| format!("{text:?} is not a duration {bounds}"))
 }
 
 pub async fn run_worker(
