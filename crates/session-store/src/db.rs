@@ -251,7 +251,8 @@ pub(crate) fn under_home(path: &Path) -> Option<(&'static Db, String)> {
     (!key.is_empty()).then_some((db, key))
 }
 
-fn millis(t: SystemTime) -> i64 {
+/// Milliseconds since the Unix epoch (0 before it), as the tables keep times.
+pub(crate) fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

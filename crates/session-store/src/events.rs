@@ -28,11 +28,12 @@
 //! while that connection was down costs that long. It must not know what
 //! the events mean.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 
+use crate::db::millis;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -113,9 +114,7 @@ impl EventLog {
         attempt: u32,
         events: &[String],
     ) -> Result<u64> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = millis(SystemTime::now());
         if events.is_empty() {
             return self.last_seq(session_id).await;
         }
@@ -224,9 +223,7 @@ impl EventLog {
         keep: std::time::Duration,
     ) -> Result<u64> {
         let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = millis(SystemTime::now());
         let before = now.saturating_sub(i64::try_from(keep.as_millis()).unwrap_or(i64::MAX));
         self.pool
             .with(async |c| {
