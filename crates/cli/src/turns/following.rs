@@ -82,16 +82,16 @@ pub(super) async fn outcome_of(
                     tracing::warn!(error = %e, "cannot reach Temporal for the turn's result; trying again");
                     warned = true;
                 }
-                tokio::time::sleep(RESULT_RETRY).await;
+                tokio::time::sleep(RETRY_PAUSE).await;
             }
             ended => return ended,
         }
     }
 }
 
-/// The pause between two asks for the turn's result while the server
-/// cannot be reached.
-const RESULT_RETRY: Duration = Duration::from_secs(1);
+/// The pause between two tries while the server (the turn's result) or
+/// the database (a word to the worker) cannot be reached.
+const RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 /// Asks the worker running `turn` to abort it: a record in the session's
 /// event log, which that worker follows.
@@ -115,14 +115,16 @@ pub(super) async fn tell_worker_surely(
     record: &LogRecord,
 ) -> anyhow::Result<()> {
     let started = tokio::time::Instant::now();
-    let mut pause = Duration::from_millis(100);
+    let mut warned = false;
     loop {
         match tell_worker(log, turn, record).await {
             Ok(()) => return Ok(()),
             Err(e) if started.elapsed() < TELL_PATIENCE => {
-                tracing::warn!(error = %format!("{e:#}"), "cannot reach the event log to tell the worker; trying again");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
+                if !warned {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot reach the event log to tell the worker; trying again");
+                    warned = true;
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
             }
             Err(e) => return Err(e),
         }

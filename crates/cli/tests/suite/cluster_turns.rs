@@ -461,6 +461,37 @@ pub(crate) mod on_workers {
         approved_and_done_once(&c, &id, front, &mock).await;
     }
 
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_interrupt_given_while_postgresql_is_down_reaches_the_worker_once_it_is_back() {
+        let Some(HeldTurn {
+            mut c,
+            front,
+            id,
+            mock: _mock,
+            homes: _homes,
+            ws: _ws,
+            running: _running,
+            other: _other,
+        }) = held_turn(&[]).await
+        else {
+            return;
+        };
+        // Ctrl-C while the database is down: the front-end keeps its word
+        // to the worker until it can store it.
+        c.pg.crash().await;
+        front.signal("INT").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        c.pg.restart().await;
+        let out = front.wait().await.unwrap();
+        assert_eq!(out.code(), Some(130), "{}", out.stderr);
+        assert_eq!(c.status(&id).await, Status::Cancelled);
+        assert!(
+            out.stdout.contains("Tool execution was aborted"),
+            "{}",
+            out.stdout
+        );
+    }
+
     /// `keel --mode rpc` on the cluster from a home of its own, in `ws`,
     /// its runs going to the workers.
     pub(crate) async fn rpc_front_end(
