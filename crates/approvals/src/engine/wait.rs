@@ -96,6 +96,8 @@ impl ApprovalEngine {
         // Listen to other processes before the first read, for the same
         // reason as below.
         let mut changes = self.subscribe_changes();
+        // Said once per wait, not at every look.
+        let mut unreachable = false;
         loop {
             // Register for nudges before reading, so a decision between the
             // read and the await is not missed.
@@ -109,7 +111,10 @@ impl ApprovalEngine {
                 // The row outlives the outage: look again once it is back
                 // (the expiry is on the row, so it is not missed).
                 Err(e) if e.is_unavailable() => {
-                    tracing::warn!(error = %e, request_id, "cannot look at the held call's row; waiting for the approvals database");
+                    if !unreachable {
+                        tracing::warn!(error = %e, request_id, "cannot look at the held call's row; waiting for the approvals database");
+                        unreachable = true;
+                    }
                     u64::MAX
                 }
                 Err(e) => return Err(e),
