@@ -16,11 +16,11 @@
 //! text. Rows of turns before the last finished one are deleted when a
 //! turn ends, once they are older than the worker keeps them for hosts
 //! that reconnect ([`EventLog::forget_before`]), so the table holds about
-//! one turn per session, plus what that window holds. Beside the log, `keel_turn_tries` says which try of
-//! a session's turn may still act ([`EventLog::claim_try`],
-//! [`EventLog::holds_try`]): a try given up on (its worker paused or cut
-//! off while the server gave the turn to another) finds out before it
-//! runs a call. Every append notifies [`CHANNEL`] with the session id at
+//! one turn per session, plus what that window holds. Beside the log,
+//! `keel_turn_tries` says which try of a session's turn may still act
+//! ([`EventLog::claim_try`], [`EventLog::holds_try`]): a try given up on
+//! (its worker paused or cut off while the server gave the turn to
+//! another) finds out before it runs a call. Every append notifies [`CHANNEL`] with the session id at
 //! commit. A process listens on one connection of its own, whatever the
 //! number of its followers (an app-server follows every session it has
 //! open), and passes each notification to them, so followers wake at

@@ -14,9 +14,9 @@
 //! log can be read has gone away (killed, its machine lost), and the call
 //! ends with an error that says it may or may not have happened. While
 //! the log cannot be read (the database is away) the wait goes on, and
-//! the front-end gets a whole [`SILENCE`] once it is back. An abort of the run stops the
-//! wait (the front-end's run is aborted by the same interrupt). It must
-//! not know how the front-end runs them.
+//! the front-end gets a whole [`SILENCE`] once it is back. An abort of
+//! the run stops the wait (the front-end's run is aborted by the same
+//! interrupt). It must not know how the front-end runs them.
 
 use std::sync::Arc;
 use std::time::Duration;
