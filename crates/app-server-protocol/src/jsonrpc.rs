@@ -9,6 +9,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use keel_jsonl::ObjectError;
 use serde_json::{Map, Value};
 
 /// A request id: a string or a 64-bit integer, echoed exactly.
@@ -90,13 +91,18 @@ pub enum Incoming {
     Error { id: RequestId, error: ErrorObject },
 }
 
-/// Why an inbound frame is not a message. None of these get a reply.
+/// Why an inbound frame is not a message. Only [`IncomingError::DuplicateKey`]
+/// gets a reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IncomingError {
     /// Not JSON, not an object, or an object of no known shape.
     Malformed(String),
     /// A JSON array: batches are not supported.
     Batch,
+    /// The top-level object names `key` twice
+    /// (`{"method":"model/list","method":"fs/writeFile"}`): nothing runs.
+    /// `id` is the request's id when it was given once and is usable.
+    DuplicateKey { key: String, id: Option<RequestId> },
 }
 
 impl fmt::Display for IncomingError {
@@ -104,22 +110,23 @@ impl fmt::Display for IncomingError {
         match self {
             IncomingError::Malformed(why) => write!(f, "malformed message: {why}"),
             IncomingError::Batch => f.write_str("batches are not supported"),
+            IncomingError::DuplicateKey { key, .. } => write!(f, "duplicate key {key:?}"),
         }
     }
 }
 
-/// Reads one frame. A `"jsonrpc"` member is ignored.
+/// Reads one frame. A `"jsonrpc"` member is ignored; a key given twice is
+/// refused (see [`keel_jsonl::parse_object`]).
 pub fn parse_incoming(bytes: &[u8]) -> Result<Incoming, IncomingError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| IncomingError::Malformed(e.to_string()))?;
-    let mut obj = match value {
-        Value::Object(obj) => obj,
-        Value::Array(_) => return Err(IncomingError::Batch),
-        other => {
-            return Err(IncomingError::Malformed(format!(
-                "expected an object, found {}",
-                kind_of(&other)
-            )));
+    let mut obj = match keel_jsonl::parse_object(bytes) {
+        Ok(object) => object.members,
+        Err(ObjectError::NotObject { found: "an array" }) => return Err(IncomingError::Batch),
+        Err(ObjectError::DuplicateKey { key, raw_id }) => {
+            let id = raw_id.and_then(|raw| serde_json::from_str::<RequestId>(raw.get()).ok());
+            return Err(IncomingError::DuplicateKey { key, id });
+        }
+        Err(e @ (ObjectError::NotObject { .. } | ObjectError::Syntax(_))) => {
+            return Err(IncomingError::Malformed(e.to_string()));
         }
     };
     let id = match obj.remove("id") {
@@ -154,17 +161,6 @@ pub fn parse_incoming(bytes: &[u8]) -> Result<Incoming, IncomingError> {
         None => Err(IncomingError::Malformed(
             "an id without method, result or error".into(),
         )),
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -221,6 +217,32 @@ mod tests {
             parse_incoming(br#"{"id":1}"#),
             Err(IncomingError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_with_the_id_to_answer() {
+        assert_eq!(
+            parse_incoming(br#"{"id":3,"method":"model/list","method":"fs/writeFile","params":{}}"#),
+            Err(IncomingError::DuplicateKey {
+                key: "method".into(),
+                id: Some(RequestId::Integer(3)),
+            })
+        );
+        assert_eq!(
+            parse_incoming(br#"{"method":"a","params":{},"params":{"x":1},"id":"r"}"#),
+            Err(IncomingError::DuplicateKey {
+                key: "params".into(),
+                id: Some(RequestId::String("r".into())),
+            })
+        );
+        // An id given twice leaves nothing to answer to.
+        assert_eq!(
+            parse_incoming(br#"{"id":1,"id":2,"method":"a"}"#),
+            Err(IncomingError::DuplicateKey {
+                key: "id".into(),
+                id: None,
+            })
+        );
     }
 
     #[test]

@@ -62,6 +62,18 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
         Err(IncomingError::Batch) => {
             tracing::warn!("Failed to deserialize JSONRPCMessage: batches are not supported");
         }
+        Err(IncomingError::DuplicateKey { key, id }) => {
+            // Nothing runs. A request is told which key, on its id when it
+            // gave one (else `id: null`, as for any unreadable request); a
+            // notification or a response gets no reply, as when malformed.
+            tracing::warn!("Failed to deserialize JSONRPCMessage: duplicate key {key:?}");
+            if is_a_request(bytes) {
+                let error = RpcError::invalid(format!(
+                    "Invalid request: duplicate key {key:?}; a member may be given once"
+                ));
+                conn.respond_error(id, &error).await;
+            }
+        }
         Err(IncomingError::Malformed(why)) => {
             tracing::warn!("Failed to deserialize JSONRPCMessage: {why}");
             // A request whose id is unusable (a float, a bool, an object,
@@ -90,6 +102,13 @@ async fn on_frame(runtime: &Arc<Runtime>, conn: &Arc<Connection>, bytes: &[u8]) 
             approvals::answer(runtime, conn, &id, Answer::Error(error)).await;
         }
     }
+}
+
+/// Whether a frame (read leniently) means to be a request: it names a
+/// `method` and an `id`.
+fn is_a_request(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .is_ok_and(|v| v.get("method").is_some() && v.get("id").is_some())
 }
 
 /// The id text of a frame that is a request (it names a `method`) whose

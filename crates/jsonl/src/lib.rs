@@ -8,15 +8,19 @@
 //! are not frames and are skipped. [`FrameWriter`] writes one JSON value per
 //! line, at most [`MAX_OUT_FRAME_BYTES`] long. [`spawn_reader`] and [`spawn_writer`] run them as tasks behind
 //! bounded channels, so protocol code deals in whole frames only.
+//! [`parse_object`] reads one frame's top-level object strictly (a key
+//! given twice is refused), for both front-ends.
 //!
 //! It must not know what a frame means: no command types, no RPC semantics
 //! (the `rpc` crate parses the bytes of each frame).
 
 mod error;
+mod object;
 mod reader;
 mod writer;
 
 pub use error::{Error, Result};
+pub use object::{Object, ObjectError, kind_of, parse_object};
 pub use reader::{FrameReader, ReadItem, spawn_reader};
 pub use writer::{FrameSender, FrameWriter, spawn_writer};
 

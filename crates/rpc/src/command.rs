@@ -431,9 +431,11 @@ pub(crate) enum Reply {
 
 /// Parses one frame.
 pub(crate) fn parse(bytes: &[u8]) -> Inbound {
-    let (obj, raw_id) = match serde_json::from_slice::<UniqueKeys>(bytes) {
-        Ok(UniqueKeys(obj, raw_id)) => (obj, raw_id),
-        Err(e) if e.is_data() && !e.to_string().starts_with("duplicate key") => {
+    // A key given twice is refused (which one would win is not something a
+    // host should have to guess).
+    let (obj, raw_id) = match keel_jsonl::parse_object(bytes) {
+        Ok(object) => (object.members, object.raw_id),
+        Err(keel_jsonl::ObjectError::NotObject { .. }) => {
             return reject_parse("expected a JSON object");
         }
         Err(e) => return reject_parse(&e.to_string()),
@@ -473,46 +475,6 @@ pub(crate) fn parse(bytes: &[u8]) -> Inbound {
             command: info.name.to_owned(),
             error: wire_errors::invalid_params(info.name, &detail),
         },
-    }
-}
-
-/// A frame's top-level object, refusing a key given twice (which one would
-/// win is not something a host should have to guess).
-struct UniqueKeys(Map<String, Value>, Option<Box<WireId>>);
-
-impl<'de> serde::Deserialize<'de> for UniqueKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = UniqueKeys;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<UniqueKeys, A::Error> {
-                let mut obj = Map::new();
-                let mut raw_id = None;
-                while let Some(key) = map.next_key::<String>()? {
-                    if obj.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!("duplicate key {key:?}")));
-                    }
-                    let value: Value = if key == "id" {
-                        let raw: Box<WireId> = map.next_value()?;
-                        let value =
-                            serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
-                        raw_id = Some(raw);
-                        value
-                    } else {
-                        map.next_value()?
-                    };
-                    obj.insert(key, value);
-                }
-                Ok(UniqueKeys(obj, raw_id))
-            }
-        }
-        d.deserialize_map(Visit)
     }
 }
 

@@ -257,3 +257,39 @@ async fn a_request_with_an_unusable_id_is_answered_not_dropped() {
     assert_eq!(r["data"], json!([]));
     s.close().await;
 }
+
+#[tokio::test]
+async fn a_request_naming_a_key_twice_is_refused_and_nothing_runs() {
+    let env = Env::new().await;
+    let mut s = env.initialized(false).await;
+    let target = env.ws().join("pwned.txt");
+    // Read leniently, the last `method` would win and write the file.
+    s.send_raw(&format!(
+        r#"{{"id":41,"method":"model/list","method":"fs/writeFile","params":{{"path":{path},"dataBase64":"eA=="}}}}"#,
+        path = Value::String(target.display().to_string()),
+    ))
+    .await;
+    let r = s
+        .wait_for("the refusal of id 41", |f| f["id"] == 41)
+        .await;
+    assert_eq!(
+        r,
+        json!({"id": 41, "error": {"code": -32600, "message": "Invalid request: duplicate key \"method\"; a member may be given once"}})
+    );
+    // Any top-level key, wherever the id stands; params may repeat what the
+    // envelope has.
+    s.send_raw(r#"{"method":"thread/loaded/list","params":{},"params":{"x":1},"id":"p"}"#)
+        .await;
+    let r = s.wait_for("the refusal of id p", |f| f["id"] == "p").await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate key \"params\""),
+        "{r}"
+    );
+    assert!(!target.exists(), "a refused request ran");
+    let r = s.ok("thread/loaded/list", json!({})).await;
+    assert_eq!(r["data"], json!([]));
+    s.close().await;
+}
