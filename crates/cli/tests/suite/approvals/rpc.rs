@@ -88,6 +88,7 @@ async fn a_decline_note_reaches_the_model_and_nothing_runs() {
         .await;
     let req = rpc.approval_request().await;
     assert_eq!(req["class"], "send");
+    assert!(!rpc.started("c1"), "a held call was announced as started");
     let id = req["id"].as_str().unwrap().to_owned();
     let d = rpc
         .decide(&id, "decline", json!({"note": "deploy from CI instead"}))
@@ -99,6 +100,25 @@ async fn a_decline_note_reaches_the_model_and_nothing_runs() {
         result_text(&end),
         "The user declined this; nothing happened. Their note: deploy from CI instead"
     );
+    // As pi closes a call it blocked: once decided, the declined call gets
+    // its start and its end, so a host's view of it closes (docs/rpc.md).
+    let position = |what: &str, pred: &dyn Fn(&Value) -> bool| {
+        rpc.frames
+            .iter()
+            .position(|f| pred(f))
+            .unwrap_or_else(|| panic!("no {what}"))
+    };
+    let resolved = position("approval_resolved", &|f| {
+        f["type"] == "approval_resolved" && f["status"] == "declined"
+    });
+    let call_event = |ty: &'static str| {
+        move |f: &Value| {
+            crate::suite::rpc::event(f).is_some_and(|e| e["type"] == ty && e["toolCallId"] == "c1")
+        }
+    };
+    let started = position("tool_execution_start", &call_event("tool_execution_start"));
+    let ended = position("tool_execution_end", &call_event("tool_execution_end"));
+    assert!(resolved < started && started < ended, "{:#?}", rpc.frames);
     rpc.event("agent_end").await;
     assert!(last_model_input(&env).contains("deploy from CI instead"));
 }
