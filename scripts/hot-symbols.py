@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""hot-symbols.py - writes crates/cli/hot-symbols.txt, the functions a keel turn runs.
+
+usage: scripts/hot-symbols.py [--keel PATH] [--out FILE] [--peers-lib DIR]
+
+The release build links these functions first and next to each other (lld's
+--symbol-ordering-file, see crates/cli/build.rs). The kernel maps a binary's
+code 64 KiB at a time around each page a process touches, so code that runs
+scattered over the whole .text makes most of it resident; packed together it
+is a few MiB. Run this after a change of dependencies, of the toolchain or
+of the code a turn runs (a name that no longer exists is skipped by the
+linker, so a stale list only costs memory):
+
+  cargo build --release -p keel-cli
+  scripts/hot-symbols.py                 # needs valgrind (apt install valgrind)
+  cargo build --release -p keel-cli      # links with the new list
+
+Each scenario runs the release binary under callgrind against mock_llm.py
+(from shared/peers, or --peers-lib / KEEL_PEERS_LIB): RPC mode (get_state, a
+text turn, a tool turn, a text turn), the app-server (initialize,
+thread/start, the same turns) and `keel exec` (a text turn). Every function
+of the binary that ran in any of them is listed, those every scenario ran
+first, then the ones only some ran; names as the linker knows them
+(mangled), sorted within each group so that the file's diffs stay readable.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PROMPTS = ["Say hello please", "RUN: echo hi", "Say hello please"]
+TIMEOUT_S = 120
+
+
+def mock(lib):
+    p = subprocess.Popen([sys.executable, os.path.join(lib, "mock_llm.py"), "--port", "0",
+                          "--delay-ms", "0"], stdout=subprocess.PIPE, text=True)
+    first = p.stdout.readline().split()
+    if len(first) != 2 or first[0] != "PORT":
+        p.kill()
+        raise SystemExit("mock_llm.py did not say its port")
+    return p, int(first[1])
+
+
+class Session:
+    """One keel process under callgrind, spoken to over stdio."""
+
+    def __init__(self, argv, cwd, env, err):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=err, text=True, cwd=cwd, env=env)
+
+    def send(self, frame):
+        self.p.stdin.write(json.dumps(frame) + "\n")
+        self.p.stdin.flush()
+
+    def until(self, pred):
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise SystemExit("keel ended before the scenario did")
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                continue
+            if pred(frame):
+                return frame
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=TIMEOUT_S)
+
+
+def is_agent_end(f):
+    if f.get("type") == "agent_end":
+        return True
+    return f.get("type") == "event" and f.get("payload", {}).get("event_type") == "agent_end"
+
+
+def rpc(s, _ws):
+    s.send({"id": "s", "type": "get_state"})
+    s.until(lambda f: f.get("id") == "s")
+    for i, text in enumerate(PROMPTS):
+        s.send({"id": "p%d" % i, "type": "prompt", "message": text})
+        s.until(is_agent_end)
+
+
+def app_server(s, ws):
+    s.send({"id": 1, "method": "initialize",
+            "params": {"clientInfo": {"name": "hot-symbols", "version": "1"}}})
+    s.until(lambda f: f.get("id") == 1)
+    s.send({"method": "initialized"})
+    s.send({"id": 2, "method": "thread/start", "params": {"cwd": ws}})
+    thread = s.until(lambda f: f.get("id") == 2)["result"]["thread"]["id"]
+    for i, text in enumerate(PROMPTS):
+        s.send({"id": 10 + i, "method": "turn/start",
+                "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}})
+        s.until(lambda f: f.get("method") == "turn/completed")
+
+
+SCENARIOS = {
+    "rpc": (["--mode", "rpc"], rpc),
+    "app-server": (["app-server"], app_server),
+    "exec": (["exec", PROMPTS[0]], None),
+}
+
+
+def functions_run(path, binary):
+    """The functions of `binary` a callgrind profile saw run."""
+    objects, names, seen = {}, {}, set()
+    current, callee_object = None, None
+    line_re = re.compile(r"^(c?ob|c?fn)=\((\d+)\)(?: (.*))?$")
+    with open(path) as f:
+        for line in f:
+            m = line_re.match(line.rstrip("\n"))
+            if not m:
+                continue
+            kind, key, name = m.groups()
+            if kind in ("ob", "cob"):
+                if name:
+                    objects[key] = name
+                if kind == "ob":
+                    current = objects[key]
+                else:
+                    callee_object = objects[key]
+                continue
+            if name:
+                names[key] = name
+            obj = current if kind == "fn" else (callee_object or current)
+            if kind == "cfn":
+                callee_object = None
+            if obj and os.path.realpath(obj) == binary:
+                # A recursion level is written as name'2.
+                seen.add(re.sub(r"'\d+$", "", names[key]))
+    return seen
+
+
+def defined_symbols(binary):
+    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True,
+                         check=True).stdout
+    return {parts[2] for parts in (ln.split() for ln in out.splitlines()) if len(parts) == 3}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keel", default=os.path.join(ROOT, "target", "release", "keel"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "crates", "cli", "hot-symbols.txt"))
+    ap.add_argument("--peers-lib", default=os.environ.get(
+        "KEEL_PEERS_LIB", os.path.join(ROOT, "..", "shared", "peers")))
+    args = ap.parse_args()
+    binary = os.path.realpath(args.keel)
+    symbols = defined_symbols(binary)
+    if not symbols:
+        raise SystemExit("%s has no symbol table: build it with the release profile as it is "
+                         "(strip = \"none\")" % binary)
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="keel-hot-") as tmp:
+        server, port = mock(args.peers_lib)
+        try:
+            for name, (mode_args, drive) in SCENARIOS.items():
+                home = os.path.join(tmp, name, "home")
+                ws = os.path.join(tmp, name, "ws")
+                os.makedirs(home)
+                os.makedirs(ws)
+                env = dict(os.environ, HOME=home, KEEL_HOME=os.path.join(home, ".keel"))
+                profile = os.path.join(tmp, name + ".callgrind")
+                argv = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
+                        "--callgrind-out-file=" + profile, binary, *mode_args,
+                        "--base-url", "http://127.0.0.1:%d/v1" % port, "--model", "mock-model"]
+                with open(os.path.join(tmp, name + ".stderr"), "w") as err:
+                    if drive is None:
+                        subprocess.run(argv, cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.DEVNULL, stderr=err, timeout=TIMEOUT_S,
+                                       check=True)
+                    else:
+                        s = Session(argv, ws, env, err)
+                        drive(s, ws)
+                        s.close()
+                runs[name] = functions_run(profile, binary) & symbols
+                print("%-10s %5d functions" % (name, len(runs[name])), file=sys.stderr)
+        finally:
+            server.kill()
+    everywhere = set.intersection(*runs.values())
+    somewhere = set.union(*runs.values()) - everywhere
+    with open(args.out, "w") as f:
+        for name in sorted(everywhere) + sorted(somewhere):
+            f.write(name + "\n")
+    print("wrote %s: %d functions (%d run by every scenario)"
+          % (os.path.relpath(args.out), len(everywhere) + len(somewhere), len(everywhere)),
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
