@@ -218,7 +218,10 @@ impl Runtime {
         lock(&self.threads).get(id).cloned()
     }
 
+    /// Loads a thread. Its turns will pass the approval gate, so a gate
+    /// not open yet starts opening now, off the first turn's path.
     pub fn insert_thread(&self, thread: Arc<LoadedThread>) {
+        self.gate.warm();
         lock(&self.threads).insert(thread.id.clone(), thread);
     }
 

@@ -26,7 +26,7 @@ use crate::GlobalArgs;
 use crate::approvals::ApprovalModeArg;
 use crate::config::{ModelArgs, NO_MODEL_HINT, Settings};
 use crate::model_source::CliModels;
-use crate::setup::{SessionSpec, approval_gate, record_model, spawn_session};
+use crate::setup::{SessionSpec, approval_gate_opening, record_model, spawn_session};
 
 /// Flags of RPC mode.
 #[derive(Debug, Clone, Default, Args)]
@@ -123,7 +123,7 @@ pub async fn run(
     }
     let thinking = scope.scoped.first().map(|m| m.thinking).unwrap_or_default();
     let state_dir = home.join("rpc");
-    let gate = approval_gate(&home, &cwd, args.approval_mode.map(Into::into)).await;
+    let gate = approval_gate_opening(&home, &cwd, args.approval_mode.map(Into::into));
     let servers = keel_mcp::workspace::servers_for(&home, &settings.file.mcp_servers, &cwd);
     let mcp = crate::setup::start_mcp(&servers, &cwd).await;
     // With a cluster and the shared database, runs go to its workers.

@@ -116,6 +116,23 @@ pub async fn approval_gate(
     Arc::new(gate)
 }
 
+/// [`approval_gate`], opening in the background from now on: for a
+/// process that answers its host first (RPC mode), the first command is
+/// not kept waiting for the store.
+pub fn approval_gate_opening(
+    home: &Path,
+    cwd: &Path,
+    mode: Option<keel_core::keel_approvals::Mode>,
+) -> Arc<keel_core::EngineGate> {
+    let gate = Arc::new(keel_core::EngineGate::opening(
+        home,
+        keel_core::workspace_key(cwd),
+        mode,
+    ));
+    gate.warm();
+    gate
+}
+
 /// Spawns a session with the built-in tools over the local machine
 /// (through core's [`SessionBuilder`]).
 pub fn spawn_session(spec: SessionSpec<'_>) -> Session {

@@ -238,6 +238,26 @@ impl EngineGate {
         }
     }
 
+    /// [`Self::open`] on first use (or at [`Self::warm`]) instead of now,
+    /// with `mode` as this process's override of the workspace's mode: a
+    /// process answers its host before the store is open.
+    pub fn opening(home: &Path, workspace: impl Into<String>, mode: Option<Mode>) -> Self {
+        let at = home.to_path_buf();
+        let gate = Self::lazy(async move {
+            let engine = ApprovalEngine::open_home(&at, Arc::new(keel_approvals::SystemClock))
+                .await
+                .map_err(|e| e.to_string())?;
+            engine.set_mode_override(mode);
+            Ok(engine)
+        });
+        let gate = Self {
+            workspace: Some(workspace.into()),
+            ..gate
+        };
+        gate.set_notifier(crate::notify::Notifier::for_home(home));
+        gate
+    }
+
     /// The engine, or why there is none (`Err` too for a lazy gate whose
     /// engine is not opened yet: see [`Self::opened`]).
     pub fn engine(&self) -> Result<&ApprovalEngine, &str> {
@@ -262,6 +282,30 @@ impl EngineGate {
             .await
             .as_ref()
             .map_err(String::as_str)
+    }
+
+    /// Opens a lazy gate's engine in the background now, so the first call
+    /// (or the first turn's check for decided drafts) finds it open
+    /// instead of opening it on the turn's way to the model. Nothing for a
+    /// gate that is open (or opening) already, or outside a runtime.
+    pub fn warm(self: &Arc<Self>) {
+        if self.engine.initialized() {
+            return;
+        }
+        let pending = self
+            .opener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if pending {
+            let gate = Arc::clone(self);
+            runtime.spawn(async move {
+                let _ = gate.opened().await;
+            });
+        }
     }
 
     /// The workspace key calls are judged under (empty for a gate that

@@ -76,9 +76,12 @@ impl RpcApprovals {
         *self.classes() = classes;
     }
 
-    pub(crate) fn engine(&self) -> Result<&ApprovalEngine, WireError> {
+    /// The engine, opened now if it is still opening (RPC mode opens the
+    /// store beside its first answers, not before them).
+    pub(crate) async fn engine(&self) -> Result<&ApprovalEngine, WireError> {
         self.gate
-            .engine()
+            .opened()
+            .await
             .map_err(|reason| WireError::Text(format!("Approvals are unavailable: {reason}")))
     }
 }
@@ -241,7 +244,7 @@ impl ApprovalFrontend for RpcApprovals {
     }
 
     async fn resolved(&self, request: &PendingRequest, resolution: &Resolution) {
-        let row = match self.engine() {
+        let row = match self.engine().await {
             Ok(engine) => engine.request(&request.id).await.ok(),
             Err(_) => None,
         };

@@ -518,3 +518,32 @@ async fn each_wait_is_handed_to_the_durable_waits_and_told_when_it_ends() {
         Status::Cancelled
     );
 }
+
+#[tokio::test]
+async fn an_opening_gate_opens_in_the_background_once_warmed_with_the_process_mode() {
+    let home = tempfile::tempdir().unwrap();
+    let gate = Arc::new(EngineGate::opening(
+        home.path(),
+        "/ws",
+        Some(keel_approvals::Mode::Everything),
+    ));
+    assert!(gate.engine().is_err(), "opened before anyone asked");
+    assert!(!home.path().join("keel.db").exists());
+    gate.warm();
+    // Nobody awaits it: the store opens on its own.
+    within(async {
+        while gate.engine().is_err() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(home.path().join("keel.db").exists());
+    let engine = gate.engine().unwrap();
+    assert_eq!(
+        engine.effective_mode("/ws").await.unwrap(),
+        keel_approvals::Mode::Everything
+    );
+    // Warming again, or an open gate, does nothing.
+    gate.warm();
+    assert!(gate.opened().await.is_ok());
+}

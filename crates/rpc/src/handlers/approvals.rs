@@ -35,7 +35,7 @@ impl Server {
         args: ApprovalResponseArgs,
     ) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let row = engine
             .request(&args.request_id)
             .await
@@ -106,7 +106,7 @@ impl Server {
         args: &PendingApprovalsArgs,
     ) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let workspace = (!args.all).then(|| approvals.gate.workspace());
         let pending = engine.pending(workspace).await.map_err(engine_error)?;
         let list: Vec<RequestView<'_>> = pending.iter().map(view).collect();
@@ -115,7 +115,7 @@ impl Server {
 
     pub(crate) async fn get_approval_mode(&self) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let workspace = approvals.gate.workspace();
         let stored = engine
             .store()
@@ -132,7 +132,7 @@ impl Server {
 
     pub(crate) async fn set_approval_mode(&self, mode: Mode) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let workspace = approvals.gate.workspace();
         engine
             .set_mode(workspace, mode, DECIDER)
@@ -145,7 +145,7 @@ impl Server {
 
     pub(crate) async fn list_approval_rules(&self) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let rules = engine
             .rules(Some(approvals.gate.workspace()))
             .await
@@ -159,7 +159,7 @@ impl Server {
         args: AddApprovalRuleArgs,
     ) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let rule = engine
             .add_rule(NewRule {
                 workspace: approvals.gate.workspace().to_owned(),
@@ -185,7 +185,7 @@ impl Server {
         rule_id: &str,
     ) -> Result<Option<Value>, WireError> {
         let approvals = self.approvals()?;
-        let engine = approvals.engine()?;
+        let engine = approvals.engine().await?;
         let rule = engine
             .remove_rule(rule_id, DECIDER)
             .await
