@@ -17,8 +17,9 @@ linker, so a stale list only costs memory):
 
 Each scenario runs the release binary under callgrind against mock_llm.py
 (from shared/peers, or --peers-lib / KEEL_PEERS_LIB): RPC mode (get_state, a
-text turn, a tool turn, a text turn), the app-server (initialize,
-thread/start, the same turns) and `keel exec` (a text turn). Every function
+text turn, a tool turn, a text turn), the app-server (initialize, two
+threads with the same turns) and `keel exec` (a text turn), each twice in
+one home (a new home, then one that has sessions already). Every function
 of the binary that ran in any of them is listed, those every scenario ran
 first, then the ones only some ran; names as the linker knows them
 (mangled), sorted within each group so that the file's diffs stay readable.
@@ -91,15 +92,21 @@ def rpc(s, _ws):
 
 def app_server(s, ws):
     s.send({"id": 1, "method": "initialize",
-            "params": {"clientInfo": {"name": "hot-symbols", "version": "1"}}})
+            "params": {"clientInfo": {"name": "hot-symbols", "version": "1"},
+                       "capabilities": {"experimentalApi": False}}})
     s.until(lambda f: f.get("id") == 1)
     s.send({"method": "initialized"})
-    s.send({"id": 2, "method": "thread/start", "params": {"cwd": ws}})
-    thread = s.until(lambda f: f.get("id") == 2)["result"]["thread"]["id"]
-    for i, text in enumerate(PROMPTS):
-        s.send({"id": 10 + i, "method": "turn/start",
-                "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}})
-        s.until(lambda f: f.get("method") == "turn/completed")
+    # A thread with the defaults, and one as Codex's clients start them.
+    threads = [{"cwd": ws},
+               {"cwd": ws, "approvalPolicy": "never", "sandbox": "danger-full-access"}]
+    for n, params in enumerate(threads):
+        s.send({"id": 2 + n, "method": "thread/start", "params": params})
+        thread = s.until(lambda f, n=n: f.get("id") == 2 + n)["result"]["thread"]["id"]
+        for i, text in enumerate(PROMPTS):
+            s.send({"id": 10 * (n + 1) + i, "method": "turn/start",
+                    "params": {"threadId": thread,
+                               "input": [{"type": "text", "text": text, "text_elements": []}]}})
+            s.until(lambda f: f.get("method") == "turn/completed")
 
 
 SCENARIOS = {
@@ -161,11 +168,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="keel-hot-") as tmp:
         server, port = mock(args.peers_lib)
         try:
-            for name, (mode_args, drive) in SCENARIOS.items():
+            for name, (mode_args, drive) in [(n, sc) for n, sc in SCENARIOS.items()
+                                             for _ in range(2)]:
                 home = os.path.join(tmp, name, "home")
                 ws = os.path.join(tmp, name, "ws")
-                os.makedirs(home)
-                os.makedirs(ws)
+                os.makedirs(home, exist_ok=True)
+                os.makedirs(ws, exist_ok=True)
                 env = dict(os.environ, HOME=home, KEEL_HOME=os.path.join(home, ".keel"))
                 profile = os.path.join(tmp, name + ".callgrind")
                 argv = ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=no",
@@ -180,7 +188,7 @@ def main():
                         s = Session(argv, ws, env, err)
                         drive(s, ws)
                         s.close()
-                runs[name] = functions_run(profile, binary) & symbols
+                runs[name] = runs.get(name, set()) | (functions_run(profile, binary) & symbols)
                 print("%-10s %5d functions" % (name, len(runs[name])), file=sys.stderr)
         finally:
             server.kill()
