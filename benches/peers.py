@@ -2,6 +2,7 @@
 """peers.py - keel side by side with Codex and pi (and oh-my-pi when installed), one mock model.
 
 usage: peers.py --keel PATH --peers-lib DIR [--runs 7] [--out DIR] [--only a,b] [--update-readme FILE]
+                [--compare LABEL=PATH ...]
 
   --keel PATH        the keel binary under test (a release build)
   --peers-lib DIR    the folder holding measure.py, peerlib.py and mock_llm.py (shared/peers);
@@ -10,6 +11,9 @@ usage: peers.py --keel PATH --peers-lib DIR [--runs 7] [--out DIR] [--only a,b] 
   --only LIST        scenarios to run: measure,tool,stream,turns,threads,sessions,approvals,big
   --update-readme F  replace the text between <!-- bench:start --> and <!-- bench:end --> in F
   --database URL     a postgres:// URL: the cross-process approval is measured there too
+  --compare L=PATH   another keel build (an older commit, the `local` or `temporal` build) in the
+                     same interleaved measure.py run as LABEL-rpc and LABEL-app; a second table
+                     puts its startup, first delta and peak RSS beside this build's
 
 Contestants: keel --mode rpc (canonical frames; flat frames too for the streaming scenario) and
 keel app-server, beside pi and oh-my-pi (RPC mode) and Codex (app-server), each one only when it
@@ -95,9 +99,13 @@ def mock_floor_ms(mock, n=20):
     return statistics.median(times)
 
 
+def keel_specs(label, keel):
+    return [(label + "-rpc", "rpc:%s --mode rpc %s" % (keel, MODEL_ARGS)),
+            (label + "-app", "appserver:%s app-server %s" % (keel, MODEL_ARGS))]
+
+
 def contestants(keel, peerlib):
-    out = [("keel-rpc", "rpc:%s --mode rpc %s" % (keel, MODEL_ARGS)),
-           ("keel-app", "appserver:%s app-server %s" % (keel, MODEL_ARGS))]
+    out = keel_specs("keel", keel)
     found = {"pi": peerlib.resolve_peer("pi_cli"), "codex": peerlib.resolve_peer("codex"),
              "omp": peerlib.resolve_peer("omp_cli") and peerlib.resolve_peer("bun")}
     for name in ("codex", "pi", "omp"):
@@ -107,6 +115,37 @@ def contestants(keel, peerlib):
             log("%s is not installed: skipped (install it with shared/peers/install.sh %s, PEERS_DIR=%s)"
                 % (name, name, peerlib.peers_dir()))
     return out
+
+
+def compared(args):
+    """(label, path) of each --compare build."""
+    out = []
+    for item in args.compare:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not os.path.exists(path):
+            raise SystemExit("--compare takes LABEL=PATH of a keel binary, not %r" % item)
+        out.append((label, os.path.abspath(path)))
+    return out
+
+
+def compare_table(med, labels):
+    """This build's measure.py figures beside each --compare build's."""
+    rows = [("spawn → first response", "first_response_ms", " ms", 1.0),
+            ("prompt → first text delta", "first_text_ms", " ms", 1.0),
+            ("prompt → turn end", "turn_end_ms", " ms", 1.0),
+            ("peak RSS (VmHWM), one text turn", "vmhwm_kb", " MiB", 1.0)]
+    builds = ["keel"] + labels
+    head = "| build | %s |" % " | ".join("%s, %s" % (label, proto) for label, _, _, _ in rows
+                                          for proto in ("RPC", "app-server"))
+    out = [head, "|" + " --- |" * (1 + 2 * len(rows))]
+    for b in builds:
+        cells = []
+        for _, key, unit, scale in rows:
+            for proto in ("rpc", "app"):
+                v = med.get("%s-%s" % (b, proto), {}).get(key)
+                cells.append("—" if v is None else num(v * scale, unit))
+        out.append("| %s | %s |" % ("this tree" if b == "keel" else b, " | ".join(cells)))
+    return "\n".join(out) + "\n"
 
 
 def run_measure(peers_lib, specs, runs, path):
@@ -225,13 +264,15 @@ def table(res, names, when, mach, args):
     mib = lambda v: num(v / 1024.0, " MiB")  # noqa: E731
     kib = lambda v: num(v, " KiB")  # noqa: E731
     m = {n: res.get(n, {}).get("measure", {}) for n in cols}
-    row("cold start: spawn → first response", "≤ 10 ms",
-        {n: m[n].get("first_response_ms") for n in cols}, lambda v: v <= 10, ms)
-    row("prompt → first text delta", "≤ 2 ms",
-        {n: m[n].get("first_text_ms") for n in cols}, lambda v: v <= 2, ms)
+    row("cold start: spawn → first response", "≤ 3 ms",
+        {n: m[n].get("first_response_ms") for n in cols}, lambda v: v <= 3, ms)
+    # Judged without the mock's own time from a request to its first byte.
+    floor = get(res, "_mock", "first_byte_ms") or 0.0
+    row("prompt → first text delta", "≤ 0.5 ms + the mock's %s ms" % num(floor),
+        {n: m[n].get("first_text_ms") for n in cols}, lambda v: v - floor <= 0.5, ms)
     # measure.py reports its medians of VmHWM already in MiB.
-    row("peak RSS (VmHWM), one text turn", "≤ 15 MiB",
-        {n: m[n].get("vmhwm_kb") for n in cols}, lambda v: v <= 15, lambda v: num(v, " MiB"))
+    row("peak RSS (VmHWM), one text turn", "≤ 10 MiB",
+        {n: m[n].get("vmhwm_kb") for n in cols}, lambda v: v <= 10, lambda v: num(v, " MiB"))
     sv = {n: get(res, n, "stream_small" if n.startswith("keel") and "stream_small" in res.get(n, {})
                  else "stream", "bytes_per_delta") for n in cols}
     env = {n: get(res, n, "stream_small" if n.startswith("keel") and "stream_small" in res.get(n, {})
@@ -253,9 +294,9 @@ def table(res, names, when, mach, args):
     row("approval decision → tool start, across processes", "≤ 50 ms",
         {"keel-rpc": get(res, "keel-rpc", "approval_xproc", "decision_to_tool_ms")}, lambda v: v <= 50, ms)
     if get(res, "keel-rpc", "approval_xproc_pg", "decision_to_tool_ms") is not None:
-        row("approval decision → tool start, across processes, PostgreSQL", "≤ 50 ms",
+        row("approval decision → tool start, across processes, PostgreSQL", "≤ 10 ms",
             {"keel-rpc": get(res, "keel-rpc", "approval_xproc_pg", "decision_to_tool_ms")},
-            lambda v: v <= 50, ms)
+            lambda v: v <= 10, ms)
     row("open a %d-entry session (`switch_session`)" % args.entries, "≤ 300 ms",
         {n: get(res, n, "big", "switch_session_ms") for n in cols}, lambda v: v <= 300, ms)
 
@@ -338,6 +379,8 @@ def main():
     ap.add_argument("--database", default="",
                     help="a postgres:// URL: also measure the cross-process approval on PostgreSQL")
     ap.add_argument("--render", default="", help="only rewrite the table from a results.json")
+    ap.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
+                    help="another keel build measured in the same measure.py run")
     args = ap.parse_args()
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(args.only) - set(ALL)
@@ -357,6 +400,10 @@ def main():
         res = saved["results"]
         names = [n for n in ("keel-rpc", "keel-app", "codex", "pi", "omp") if n in res]
         text = table(res, names, saved["when"], saved["machine"], args)
+        if res.get("_compare"):
+            labels = sorted({n.rsplit("-", 1)[0] for n in res["_compare"]} - {"keel"})
+            text += ("\nThe same measure.py run, other builds beside this one (interleaved with it "
+                     "and the peers):\n\n" + compare_table(res["_compare"], labels))
         with open(os.path.join(args.out, "results.md"), "w") as f:
             f.write(text)
         print(text)
@@ -368,14 +415,25 @@ def main():
     specs = contestants(keel, peerlib)
     names = [n for n, _ in specs]
     res = {n: {} for n in names}
+    others = compared(args)
+    compare_text = ""
     if "measure" in args.only:
-        med = run_measure(args.peers_lib, specs, args.runs, os.path.join(args.out, "measure.json"))
+        extra = [spec for label, path in others for spec in keel_specs(label, path)]
+        # The other builds go between this build and the peers, interleaved with both.
+        med = run_measure(args.peers_lib, specs[:2] + extra + specs[2:], args.runs,
+                          os.path.join(args.out, "measure.json"))
         for n in names:
             res[n]["measure"] = med.get(n, {}) if "error" not in med else med
+        if others and "error" not in med:
+            res["_compare"] = {n: med.get(n, {}) for n, _ in specs[:2] + extra}
+            compare_text = compare_table(med, [label for label, _ in others])
     scenarios_for(args, keel, specs, measure, peerlib, scenarios, res)
     mach["load_end"] = os.getloadavg()
     mach["fsync_ms"] = fsync_ms()
     text = table(res, names, when, mach, args)
+    if compare_text:
+        text += ("\nThe same measure.py run, other builds beside this one (interleaved with it and "
+                 "the peers):\n\n" + compare_text)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"when": when, "machine": mach, "results": res}, f, indent=1)
     with open(os.path.join(args.out, "results.md"), "w") as f:
