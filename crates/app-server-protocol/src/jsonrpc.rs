@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use keel_jsonl::ObjectError;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A request id: a string or a 64-bit integer, echoed exactly.
@@ -222,7 +222,9 @@ mod tests {
     #[test]
     fn a_key_given_twice_is_refused_with_the_id_to_answer() {
         assert_eq!(
-            parse_incoming(br#"{"id":3,"method":"model/list","method":"fs/writeFile","params":{}}"#),
+            parse_incoming(
+                br#"{"id":3,"method":"model/list","method":"fs/writeFile","params":{}}"#
+            ),
             Err(IncomingError::DuplicateKey {
                 key: "method".into(),
                 id: Some(RequestId::Integer(3)),

@@ -49,9 +49,7 @@ pub fn parse_object(bytes: &[u8]) -> Result<Object, ObjectError> {
         if e.is_data() {
             // The visitor saw something other than a map.
             match serde_json::from_slice::<Value>(bytes) {
-                Ok(v) => ObjectError::NotObject {
-                    found: kind_of(&v),
-                },
+                Ok(v) => ObjectError::NotObject { found: kind_of(&v) },
                 Err(e) => ObjectError::Syntax(e),
             }
         } else {

@@ -150,16 +150,19 @@ impl ChangeFeed {
     /// A feed for the PostgreSQL database `config` connects to.
     /// `redacted` names it in logs.
     pub fn postgres(config: Config, redacted: String) -> Self {
-        Self::new(Some(Box::new(
-            move |weak| match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(listen_postgres(config, redacted, weak));
-                }
-                Err(_) => {
-                    tracing::warn!("no async runtime for the approvals listener; waits poll");
-                }
-            },
-        )), None)
+        Self::new(
+            Some(Box::new(
+                move |weak| match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        runtime.spawn(listen_postgres(config, redacted, weak));
+                    }
+                    Err(_) => {
+                        tracing::warn!("no async runtime for the approvals listener; waits poll");
+                    }
+                },
+            )),
+            None,
+        )
     }
 }
 
@@ -407,7 +410,10 @@ mod tests {
         drop(first);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while watcher_runs(&feed) {
-            assert!(tokio::time::Instant::now() < deadline, "the watcher outlived its listeners");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the watcher outlived its listeners"
+            );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
 

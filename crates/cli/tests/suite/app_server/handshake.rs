@@ -269,9 +269,7 @@ async fn a_request_naming_a_key_twice_is_refused_and_nothing_runs() {
         path = Value::String(target.display().to_string()),
     ))
     .await;
-    let r = s
-        .wait_for("the refusal of id 41", |f| f["id"] == 41)
-        .await;
+    let r = s.wait_for("the refusal of id 41", |f| f["id"] == 41).await;
     assert_eq!(
         r,
         json!({"id": 41, "error": {"code": -32600, "message": "Invalid request: duplicate key \"method\"; a member may be given once"}})

@@ -105,7 +105,7 @@ async fn a_decline_note_reaches_the_model_and_nothing_runs() {
     let position = |what: &str, pred: &dyn Fn(&Value) -> bool| {
         rpc.frames
             .iter()
-            .position(|f| pred(f))
+            .position(pred)
             .unwrap_or_else(|| panic!("no {what}"))
     };
     let resolved = position("approval_resolved", &|f| {
