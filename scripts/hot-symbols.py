@@ -15,6 +15,15 @@ linker, so a stale list only costs memory):
   scripts/hot-symbols.py                 # needs valgrind (apt install valgrind)
   cargo build --release -p keel-cli      # links with the new list
 
+Builds with other features name many functions differently (a feature of
+one crate changes the names of every crate above it), so their names are
+added to the same list, after the default build's: the linker skips what a
+build does not have, and each build finds its own names in order.
+
+  cargo build --release -p keel-cli --features local
+  scripts/hot-symbols.py --add           # keeps the list, appends what is new
+  (the same for --features temporal; then the default build again)
+
 Each scenario runs the release binary under callgrind against mock_llm.py
 (from shared/peers, or --peers-lib / KEEL_PEERS_LIB): RPC mode (get_state, a
 text turn, a tool turn, a text turn), the app-server (initialize, two
@@ -156,6 +165,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keel", default=os.path.join(ROOT, "target", "release", "keel"))
     ap.add_argument("--out", default=os.path.join(ROOT, "crates", "cli", "hot-symbols.txt"))
+    ap.add_argument("--add", action="store_true",
+                    help="keep the list's names and append this build's new ones (another "
+                         "feature set)")
     ap.add_argument("--peers-lib", default=os.environ.get(
         "KEEL_PEERS_LIB", os.path.join(ROOT, "..", "shared", "peers")))
     args = ap.parse_args()
@@ -194,12 +206,19 @@ def main():
             server.kill()
     everywhere = set.intersection(*runs.values())
     somewhere = set.union(*runs.values()) - everywhere
+    names = sorted(everywhere) + sorted(somewhere)
+    kept = []
+    if args.add and os.path.exists(args.out):
+        with open(args.out) as f:
+            kept = [ln.strip() for ln in f if ln.strip()]
+        known = set(kept)
+        names = kept + [n for n in names if n not in known]
     with open(args.out, "w") as f:
-        for name in sorted(everywhere) + sorted(somewhere):
+        for name in names:
             f.write(name + "\n")
-    print("wrote %s: %d functions (%d run by every scenario)"
-          % (os.path.relpath(args.out), len(everywhere) + len(somewhere), len(everywhere)),
-          file=sys.stderr)
+    print("wrote %s: %d functions (%d of this build, %d run by every scenario)"
+          % (os.path.relpath(args.out), len(names), len(everywhere) + len(somewhere),
+             len(everywhere)), file=sys.stderr)
 
 
 if __name__ == "__main__":
