@@ -10,6 +10,10 @@ pub enum Error {
     /// No approval request with this id.
     #[error("no approval request with id {0}")]
     RequestNotFound(String),
+    /// A request's id is already stored for another call (ids are random:
+    /// a bug, never a retry).
+    #[error("approval request id {0} is already taken by another call")]
+    RequestIdTaken(String),
     /// No always-allow rule with this id.
     #[error("no always-allow rule with id {0}")]
     RuleNotFound(String),

@@ -1,9 +1,15 @@
 //! What keel's PostgreSQL stores (the approvals store, the sessions
-//! database) share about the driver's errors: [`lost`] tells a connection
-//! that failed from a statement the server refused, so work that is safe
-//! to repeat can be tried again on a new connection, and [`describe`]
-//! says what the server or the socket said (`tokio_postgres::Error`'s own
-//! text is only its kind). It must not know any schema or store.
+//! database) share: the few connections a process keeps to the server
+//! ([`Pool`], in `pool.rs`), and the driver's errors: [`lost`] tells a
+//! connection that failed from a statement the server refused, so work
+//! that is safe to repeat can be tried again on a new connection, and
+//! [`describe`] says what the server or the socket said
+//! (`tokio_postgres::Error`'s own text is only its kind). It must not know
+//! any schema or store.
+
+mod pool;
+
+pub use pool::{Conn, FIRST_PAUSE, LAST_PAUSE, Lease, Pool, RECONNECT_WINDOW, Retry, connect};
 
 /// Whether `e` says the connection failed rather than the statement: it was
 /// closed, its I/O failed, or the server is shutting down or starting up

@@ -299,7 +299,7 @@ impl Db {
     /// blocking this thread of the current runtime's blocking pool.
     fn run<T>(
         &self,
-        work: impl AsyncFnOnce(&mut Client) -> Result<T, tokio_postgres::Error>,
+        work: impl AsyncFnOnce(&mut keel_pg::Conn) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
         runtime()?.block_on(self.pool.with(work))
     }
@@ -308,7 +308,7 @@ impl Db {
     /// connection when its own was lost (see [`Pool::again`]).
     fn run_again<T>(
         &self,
-        work: impl AsyncFnMut(&mut Client) -> Result<T, tokio_postgres::Error>,
+        work: impl AsyncFnMut(&mut keel_pg::Conn) -> Result<T, tokio_postgres::Error>,
     ) -> io::Result<T> {
         runtime()?.block_on(self.pool.again(work))
     }

@@ -1,6 +1,9 @@
 //! The decision order, and what happens to a call announced again.
 //!
-//! Owns [`ApprovalEngine::gate_check`] (never fails: an error denies),
+//! Owns [`ApprovalEngine::gate_check`] (never fails: an error denies, but
+//! an unreachable store is first waited for and the check run again under
+//! the same request id, so a PostgreSQL restart holds a call instead of
+//! denying it and never stores it twice),
 //! [`ApprovalEngine::evaluate`] (read → rule → mode → held, else auto),
 //! picking up the row of a call announced again after a restart (still
 //! pending: held again; decided meanwhile: the decision is honoured once; an
@@ -20,6 +23,15 @@ use crate::places::Places;
 use crate::rules;
 use crate::store::{ApprovalRecord, ApprovedBy, Delivery, NewAudit, NewRequest, Status};
 
+/// How long a check waits for an unreachable store before it denies the
+/// call: as long as a store operation keeps trying across a restart.
+pub const CHECK_RETRY_WINDOW: std::time::Duration = keel_pg::RECONNECT_WINDOW;
+
+/// A new request id (time-ordered).
+fn new_request_id() -> String {
+    format!("apr_{}", uuid::Uuid::now_v7().simple())
+}
+
 impl ApprovalEngine {
     /// The gate: what to do with `call`. Never fails; any error denies the
     /// call (fail closed). A `Held` outcome is already stored, so it may be
@@ -32,8 +44,27 @@ impl ApprovalEngine {
     /// workspace's effective mode when `mode` is given (a front end with
     /// its own per-session policy, such as the app-server's
     /// `approvalPolicy`). Nothing is stored about the mode.
+    ///
+    /// A store that cannot be reached (a PostgreSQL server restarting) is
+    /// waited for, the check run again for up to [`CHECK_RETRY_WINDOW`]
+    /// before the call is denied; a request stored by an earlier try is
+    /// found again (it is keyed by its id and by the call), never stored
+    /// twice.
     pub async fn gate_check_in(&self, call: &CallContext, mode: Option<Mode>) -> GateOutcome {
-        match self.evaluate_in(call, mode).await {
+        let request_id = new_request_id();
+        let started = std::time::Instant::now();
+        let mut pause = keel_pg::FIRST_PAUSE;
+        let checked = loop {
+            match self.evaluate_as(call, mode, &request_id).await {
+                Err(e) if e.is_unavailable() && started.elapsed() < CHECK_RETRY_WINDOW => {
+                    tracing::warn!(error = %e, call_id = %call.call_id, "the approvals store is unreachable; checking again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(keel_pg::LAST_PAUSE);
+                }
+                checked => break checked,
+            }
+        };
+        match checked {
             Ok(outcome) => outcome,
             Err(e) => {
                 tracing::error!(error = %e, call_id = %call.call_id, "approval check failed; denying");
@@ -169,6 +200,17 @@ impl ApprovalEngine {
 
     /// The decision order under `mode` (the effective mode when `None`).
     pub async fn evaluate_in(&self, call: &CallContext, mode: Option<Mode>) -> Result<GateOutcome> {
+        self.evaluate_as(call, mode, &new_request_id()).await
+    }
+
+    /// [`evaluate_in`](Self::evaluate_in), storing a held call under
+    /// `request_id` (the same on every try of one check).
+    async fn evaluate_as(
+        &self,
+        call: &CallContext,
+        mode: Option<Mode>,
+        request_id: &str,
+    ) -> Result<GateOutcome> {
         let places = Places::new(&call.cwd).protecting(&self.inner.config.protected);
         let c = classify_judged(
             &call.tool_name,
@@ -251,7 +293,7 @@ impl ApprovalEngine {
                 .inner
                 .store
                 .insert_request(NewRequest {
-                    id: format!("apr_{}", uuid::Uuid::now_v7().simple()),
+                    id: request_id.to_owned(),
                     workspace: call.workspace.clone(),
                     session_id: call.session_id.clone(),
                     call_id: call.call_id.clone(),

@@ -262,11 +262,28 @@ pub struct AuditFilter {
     pub limit: Option<usize>,
 }
 
+/// `stored`, the row found under `new`'s id, when it is `new`'s own
+/// (same session, call and arguments): what a retried insert returns.
+pub(crate) fn own_row(new: &NewRequest, stored: ApprovalRecord) -> Result<ApprovalRecord> {
+    if stored.session_id == new.session_id
+        && stored.call_id == new.call_id
+        && stored.digest == new.digest
+    {
+        Ok(stored)
+    } else {
+        Err(crate::Error::RequestIdTaken(new.id.clone()))
+    }
+}
+
 /// A durable home for approvals. Every method is one atomic step; the
 /// conditional ones report whether their condition held instead of failing.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync + fmt::Debug {
-    /// Stores a pending request.
+    /// Stores a pending request. Inserting one whose id is stored already
+    /// for the same call returns the stored row, so a retry after an answer
+    /// that was lost (the server went away after the commit) finds its own
+    /// row instead of making a second one; the same id for another call is
+    /// [`Error::RequestIdTaken`](crate::Error::RequestIdTaken).
     async fn insert_request(&self, request: NewRequest) -> Result<ApprovalRecord>;
     async fn get_request(&self, id: &str) -> Result<Option<ApprovalRecord>>;
     /// The newest request for this call in this session.

@@ -1,8 +1,11 @@
 //! The PostgreSQL approval store.
 //!
-//! Owns [`PostgresStore`]: one `tokio-postgres` connection per store
-//! (plain TCP or a unix socket, no TLS: meant for a server on the same
-//! machine or a private network), reconnected when the server dropped it,
+//! Owns [`PostgresStore`]: a few `tokio-postgres` connections per store
+//! ([`POOL_SIZE`], a [`keel_pg::Pool`]; plain TCP or a unix socket, no TLS:
+//! meant for a server on the same machine or a private network), made
+//! again when the server dropped them; reads and the writes that are safe
+//! to repeat run again across a server restart (a request's insert is
+//! keyed by its id, so a retried one finds its own row);
 //! the schema migrated on open (`pg_schema.rs`), and the SQL for the
 //! [`ApprovalStore`] operations with the same semantics as the SQLite store:
 //! decisions are single `UPDATE ... WHERE id = $ AND revision = $ AND
@@ -12,60 +15,40 @@
 //! shown through [`redact_dsn`]. It must not know about classes' meaning or
 //! waiting.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use async_trait::async_trait;
-use tokio::sync::Mutex;
+use keel_pg::{Pool, Retry};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+use tokio_postgres::{Config, Row};
 
 use super::changes::ChangeFeed;
 use super::pg_schema::migrate;
 use super::rows::{Columns, audit, parse, record, rule};
 use super::{
     AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
-    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
+    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter, own_row,
 };
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::rules::{Lifetime, Rule};
 
+/// Connections per process to the approvals database (each is a server
+/// backend; made on first use): a turn's check does not wait behind a
+/// slow audit listing or another session's decision.
+pub const POOL_SIZE: usize = 4;
+/// What the connections are for, in log lines.
+const WHAT: &str = "approvals";
+
 /// The approvals database on a PostgreSQL server.
 pub struct PostgresStore {
-    config: Config,
     /// The connection string with any password replaced by `***`.
     redacted: String,
-    /// The live connection; replaced when the server closed it.
-    conn: Mutex<Conn>,
+    /// A few connections, made again when the server closed them.
+    pool: Pool,
     /// Ticks on the schema's status-change notifications.
     feed: ChangeFeed,
-}
-
-/// A connection and the statements prepared on it (the same few run on
-/// every turn; preparing one costs a round trip).
-struct Conn {
-    client: Client,
-    statements: HashMap<String, Statement>,
-}
-
-impl Conn {
-    fn new(client: Client) -> Self {
-        Self {
-            client,
-            statements: HashMap::new(),
-        }
-    }
-
-    async fn prepare(&mut self, sql: &str) -> Result<Statement> {
-        if let Some(statement) = self.statements.get(sql) {
-            return Ok(statement.clone());
-        }
-        let statement = self.client.prepare(sql).await?;
-        self.statements.insert(sql.to_owned(), statement.clone());
-        Ok(statement)
-    }
 }
 
 impl fmt::Debug for PostgresStore {
@@ -142,13 +125,17 @@ impl PostgresStore {
         let redacted = redact_dsn(dsn);
         let config = Config::from_str(dsn)
             .map_err(|e| Error::Config(format!("invalid PostgreSQL connection string: {e}")))?;
-        let mut client = connect(&config).await?;
+        let mut client = keel_pg::connect(&config, WHAT).await.map_err(|e| {
+            Error::Config(format!(
+                "cannot connect to the PostgreSQL server: {}",
+                keel_pg::describe(&e)
+            ))
+        })?;
         migrate(&mut client).await?;
         Ok(Self {
             feed: ChangeFeed::postgres(config.clone(), redacted.clone()),
-            config,
+            pool: Pool::new(config, redacted.clone(), WHAT, POOL_SIZE, Some(client)),
             redacted,
-            conn: Mutex::new(Conn::new(client)),
         })
     }
 
@@ -157,63 +144,103 @@ impl PostgresStore {
         &self.redacted
     }
 
-    /// The connection, reconnected first when the server closed it.
-    async fn conn(&self) -> Result<tokio::sync::MutexGuard<'_, Conn>> {
-        let mut guard = self.conn.lock().await;
-        if guard.client.is_closed() {
-            tracing::warn!(url = %self.redacted, "the approvals database connection was closed; reconnecting");
-            // The server is away while it restarts: the caller may try
-            // again later.
-            let client = connect(&self.config).await.map_err(|e| match e {
-                Error::Config(why) => Error::Unavailable(why),
-                other => other,
-            })?;
-            *guard = Conn::new(client);
+    /// The rows of `sql`, which is safe to run twice: run again on a new
+    /// connection when the server went away meanwhile (a restart), for up
+    /// to [`keel_pg::RECONNECT_WINDOW`].
+    async fn query_again(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let mut retry = Retry::new(WHAT);
+        loop {
+            match self.query_on(sql, params).await {
+                Err(e) if retry.wait(&e).await => {}
+                done => return Ok(done?),
+            }
         }
-        Ok(guard)
     }
 
-    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let mut conn = self.conn().await?;
-        let statement = conn.prepare(sql).await?;
-        Ok(conn.client.query(&statement, params).await?)
-    }
-
+    /// At most one row of `sql`, run once.
     async fn query_opt(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>> {
-        let mut conn = self.conn().await?;
-        let statement = conn.prepare(sql).await?;
-        Ok(conn.client.query_opt(&statement, params).await?)
+        Ok(self.query_opt_on(sql, params).await?)
     }
 
+    /// At most one row of `sql`, which is safe to run twice (see
+    /// [`query_again`](Self::query_again)).
+    async fn query_opt_again(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
+        let mut retry = Retry::new(WHAT);
+        loop {
+            match self.query_opt_on(sql, params).await {
+                Err(e) if retry.wait(&e).await => {}
+                done => return Ok(done?),
+            }
+        }
+    }
+
+    /// The count of rows `sql` changed, run once.
     async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let mut conn = self.conn().await?;
-        let statement = conn.prepare(sql).await?;
-        Ok(conn.client.execute(&statement, params).await?)
+        Ok(self.execute_on(sql, params).await?)
+    }
+
+    /// The count of rows `sql` changed, which is safe to run twice (see
+    /// [`query_again`](Self::query_again)).
+    async fn execute_again(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        let mut retry = Retry::new(WHAT);
+        loop {
+            match self.execute_on(sql, params).await {
+                Err(e) if retry.wait(&e).await => {}
+                done => return Ok(done?),
+            }
+        }
+    }
+
+    async fn query_on(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+        let mut c = self.pool.lease().await?;
+        let done = match c.prepare_cached(sql).await {
+            Ok(statement) => c.query(&statement, params).await,
+            Err(e) => Err(e),
+        };
+        c.settle(done)
+    }
+
+    async fn query_opt_on(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<Row>, tokio_postgres::Error> {
+        let mut c = self.pool.lease().await?;
+        let done = match c.prepare_cached(sql).await {
+            Ok(statement) => c.query_opt(&statement, params).await,
+            Err(e) => Err(e),
+        };
+        c.settle(done)
+    }
+
+    async fn execute_on(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        let mut c = self.pool.lease().await?;
+        let done = match c.prepare_cached(sql).await {
+            Ok(statement) => c.execute(&statement, params).await,
+            Err(e) => Err(e),
+        };
+        c.settle(done)
     }
 
     async fn get_request_row(&self, id: &str) -> Result<Option<ApprovalRecord>> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM approval_requests WHERE id = $1");
-        self.query_opt(&sql, &[&id])
+        self.query_opt_again(&sql, &[&id])
             .await?
             .map(|r| record(&r))
             .transpose()
     }
-}
-
-/// Opens a connection and runs its driver on the runtime.
-async fn connect(config: &Config) -> Result<Client> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| {
-        Error::Config(format!(
-            "cannot connect to the PostgreSQL server: {}",
-            keel_pg::describe(&e)
-        ))
-    })?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %e, "the approvals database connection failed");
-        }
-    });
-    Ok(client)
 }
 
 /// PostgreSQL's side of the shared row mapping (`super::rows`).
@@ -271,10 +298,12 @@ impl ApprovalStore for PostgresStore {
              operation, args_json, digest, class, reason, understood, offer_json, delivery, \
              status, revision, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'pending', 0, $14, $15) \
-             RETURNING {REQUEST_COLUMNS}"
+             ON CONFLICT (id) DO NOTHING RETURNING {REQUEST_COLUMNS}"
         );
+        // Keyed by its id: run again after the server went away, it finds
+        // the row its first run committed.
         let row = self
-            .query_opt(
+            .query_opt_again(
                 &sql,
                 &[
                     &r.id,
@@ -297,7 +326,10 @@ impl ApprovalStore for PostgresStore {
             .await?;
         match row {
             Some(row) => record(&row),
-            None => Err(Error::RequestNotFound(r.id)),
+            None => match self.get_request_row(&r.id).await? {
+                Some(stored) => own_row(&r, stored),
+                None => Err(Error::RequestNotFound(r.id)),
+            },
         }
     }
 
@@ -314,7 +346,7 @@ impl ApprovalStore for PostgresStore {
             "SELECT {REQUEST_COLUMNS} FROM approval_requests \
              WHERE session_id = $1 AND call_id = $2 ORDER BY created_at DESC, seq DESC LIMIT 1"
         );
-        self.query_opt(&sql, &[&session_id, &call_id])
+        self.query_opt_again(&sql, &[&session_id, &call_id])
             .await?
             .map(|r| record(&r))
             .transpose()
@@ -345,7 +377,7 @@ impl ApprovalStore for PostgresStore {
         let mut params: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         params.push(&limit);
-        self.query(&sql, &params)
+        self.query_again(&sql, &params)
             .await?
             .iter()
             .map(record)
@@ -442,8 +474,10 @@ impl ApprovalStore for PostgresStore {
         outcome: Option<String>,
         is_error: bool,
     ) -> Result<bool> {
+        // Run again after a lost answer it changes nothing, so its audit
+        // line is not written twice.
         Ok(self
-            .execute(
+            .execute_again(
                 "UPDATE approval_requests SET finished_at = $1, outcome = $2, \
                  outcome_is_error = $3 WHERE id = $4 AND finished_at IS NULL",
                 &[&at, &outcome, &is_error, &id],
@@ -454,7 +488,7 @@ impl ApprovalStore for PostgresStore {
 
     async fn has_unreported_drafts(&self, session_id: &str) -> Result<bool> {
         let row = self
-            .query_opt(
+            .query_opt_again(
                 "SELECT EXISTS (SELECT 1 FROM approval_requests \
                  WHERE session_id = $1 AND delivery = 'draft' AND reported_at IS NULL)",
                 &[&session_id],
@@ -468,7 +502,7 @@ impl ApprovalStore for PostgresStore {
 
     async fn mark_reported(&self, ids: &[String], at: i64) -> Result<()> {
         // One statement: all of them or none.
-        self.execute(
+        self.execute_again(
             "UPDATE approval_requests SET reported_at = $1 \
              WHERE id = ANY($2) AND reported_at IS NULL",
             &[&at, &ids],
@@ -482,10 +516,11 @@ impl ApprovalStore for PostgresStore {
             Lifetime::Permanent => None,
             Lifetime::Session { session_id } => Some(session_id.clone()),
         };
-        self.execute(
+        self.execute_again(
             "INSERT INTO approval_rules (id, workspace, tool, operation, scope_kind, \
              scope_value, label, session_id, created_at, created_from, last_matched_at, \
-             match_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+             match_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             ON CONFLICT (id) DO NOTHING",
             &[
                 &r.id,
                 &r.workspace,
@@ -512,12 +547,12 @@ impl ApprovalStore for PostgresStore {
                     "SELECT {RULE_COLUMNS} FROM approval_rules WHERE workspace = $1 \
                      ORDER BY created_at, seq"
                 );
-                self.query(&sql, &[&ws]).await?
+                self.query_again(&sql, &[&ws]).await?
             }
             None => {
                 let sql =
                     format!("SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, seq");
-                self.query(&sql, &[]).await?
+                self.query_again(&sql, &[]).await?
             }
         };
         rows.iter().map(rule).collect()
@@ -525,7 +560,7 @@ impl ApprovalStore for PostgresStore {
 
     async fn get_rule(&self, id: &str) -> Result<Option<Rule>> {
         let sql = format!("SELECT {RULE_COLUMNS} FROM approval_rules WHERE id = $1");
-        self.query_opt(&sql, &[&id])
+        self.query_opt_again(&sql, &[&id])
             .await?
             .map(|r| rule(&r))
             .transpose()
@@ -550,7 +585,7 @@ impl ApprovalStore for PostgresStore {
 
     async fn get_mode(&self, workspace: &str) -> Result<Option<Mode>> {
         let row = self
-            .query_opt(
+            .query_opt_again(
                 "SELECT mode FROM approval_modes WHERE workspace = $1",
                 &[&workspace],
             )
@@ -559,7 +594,7 @@ impl ApprovalStore for PostgresStore {
     }
 
     async fn set_mode(&self, workspace: &str, mode: Mode, at: i64) -> Result<()> {
-        self.execute(
+        self.execute_again(
             "INSERT INTO approval_modes (workspace, mode, updated_at) VALUES ($1, $2, $3) \
              ON CONFLICT (workspace) DO UPDATE SET mode = excluded.mode, \
              updated_at = excluded.updated_at",
@@ -609,7 +644,11 @@ impl ApprovalStore for PostgresStore {
         let mut params: Vec<&(dyn ToSql + Sync)> =
             values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         params.push(&limit);
-        self.query(&sql, &params).await?.iter().map(audit).collect()
+        self.query_again(&sql, &params)
+            .await?
+            .iter()
+            .map(audit)
+            .collect()
     }
 }
 

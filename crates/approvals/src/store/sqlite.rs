@@ -23,7 +23,7 @@ use super::rows::{Columns, audit, record, rule};
 use super::schema::migrate;
 use super::{
     AUDIT_COLUMNS, ApprovalRecord, ApprovalStore, AuditEntry, AuditFilter, DecisionUpdate,
-    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter,
+    NewAudit, NewRequest, REQUEST_COLUMNS, RULE_COLUMNS, RequestFilter, own_row,
 };
 use crate::error::{Error, Result};
 use crate::mode::Mode;
@@ -186,7 +186,8 @@ impl ApprovalStore for SqliteStore {
                 "INSERT INTO approval_requests (id, workspace, session_id, call_id, tool, \
                  operation, args_json, digest, class, reason, understood, offer_json, delivery, \
                  status, revision, created_at, expires_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'pending', 0, ?14, ?15)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 'pending', 0, ?14, ?15) \
+                 ON CONFLICT (id) DO NOTHING",
                 params![
                     r.id,
                     r.workspace,
@@ -205,7 +206,9 @@ impl ApprovalStore for SqliteStore {
                     r.expires_at,
                 ],
             )?;
-            get_request(conn, &r.id)?.ok_or_else(|| Error::RequestNotFound(r.id.clone()))
+            let stored =
+                get_request(conn, &r.id)?.ok_or_else(|| Error::RequestNotFound(r.id.clone()))?;
+            own_row(&r, stored)
         })
         .await
     }

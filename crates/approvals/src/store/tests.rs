@@ -66,6 +66,25 @@ async fn requests_round_trip(store: &dyn ApprovalStore) {
         Some(&stored)
     );
     assert_eq!(store.get_request("nope").await.unwrap(), None);
+    // A retry whose first answer was lost finds its own row, not a second.
+    let retried = store
+        .insert_request(request("a1", "s1", "c1", 10))
+        .await
+        .unwrap();
+    assert_eq!(retried, stored);
+    // The same id for another call is refused, and the row is untouched.
+    let err = store
+        .insert_request(request("a1", "s1", "other-call", 11))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, crate::Error::RequestIdTaken(ref id) if id == "a1"),
+        "{err}"
+    );
+    assert_eq!(
+        store.get_request("a1").await.unwrap().as_ref(),
+        Some(&stored)
+    );
 
     let mut draft = request("a2", "s1", "c1", 20);
     draft.delivery = Delivery::Draft;

@@ -75,3 +75,27 @@ async fn a_wait_sees_a_decision_made_through_another_connection() {
     assert_eq!(rules[0].match_count, 1);
     assert_eq!(rules[0].last_matched_at, Some(clock.now_ms()));
 }
+
+/// A call checked while the server is down waits for it and is held, not
+/// denied; the request is stored once however many tries it took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_checked_while_the_server_restarts_is_held_once() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let Some((mut server, checking, other)) = two_engines(&clock).await else {
+        return;
+    };
+    server.crash().await;
+    let engine = checking.clone();
+    let check = tokio::spawn(async move { engine.gate_check(&bash("c1", "cargo publish")).await });
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(
+        !check.is_finished(),
+        "the check gave up while the server was down"
+    );
+    server.restart().await;
+    let outcome = within(check).await.unwrap();
+    let id = held_id(&outcome);
+    let pending = other.pending(None).await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].id, id);
+}
