@@ -70,7 +70,9 @@ pub fn refresh(runtime: &Runtime, thread: &LoadedThread) {
 pub fn follow(runtime: &Arc<Runtime>, thread: &Arc<LoadedThread>, servers: &Arc<McpServers>) {
     let runtime = Arc::downgrade(runtime);
     let thread = Arc::downgrade(thread);
-    keel_mcp::follow(servers, move |_| {
+    let (runtime_alive, thread_alive) = (runtime.clone(), thread.clone());
+    let listening = move || runtime_alive.strong_count() > 0 && thread_alive.strong_count() > 0;
+    keel_mcp::follow(servers, listening, move |_| {
         if let (Some(runtime), Some(thread)) = (runtime.upgrade(), thread.upgrade()) {
             refresh(&runtime, &thread);
         }

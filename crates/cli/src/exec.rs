@@ -155,10 +155,12 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         log_seen: None,
     });
     if let Some(servers) = &mcp {
-        let handle = session.handle();
-        keel_mcp::follow(servers, move |tools| {
-            handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
-        });
+        let (handle, open) = (session.handle(), session.handle());
+        keel_mcp::follow(
+            servers,
+            move || !open.is_closed(),
+            move |tools| handle.swap_tools(keel_mcp::TOOL_PREFIX, tools),
+        );
     }
     // A turn cut off by a crash or kill goes on first; the prompt follows
     // once it has ended well.

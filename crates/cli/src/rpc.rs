@@ -235,9 +235,12 @@ struct CliFactory {
 /// Keeps `handle`'s MCP tools those of `servers` when a server's tool
 /// list changes.
 fn follow(servers: &Arc<keel_mcp::McpServers>, handle: keel_core::SessionHandle) {
-    keel_mcp::follow(servers, move |tools| {
-        handle.swap_tools(keel_mcp::TOOL_PREFIX, tools)
-    });
+    let open = handle.clone();
+    keel_mcp::follow(
+        servers,
+        move || !open.is_closed(),
+        move |tools| handle.swap_tools(keel_mcp::TOOL_PREFIX, tools),
+    );
 }
 
 /// The servers' statuses as `get_state.mcpServers` lists them.

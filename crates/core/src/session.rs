@@ -99,6 +99,12 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
+    /// Whether the session's task has stopped (it was shut down or its
+    /// last handle is going): ops submitted now are refused.
+    pub fn is_closed(&self) -> bool {
+        self.ops.is_closed()
+    }
+
     /// Submits an op. A `Prompt` while a run is in progress fails with
     /// [`Error::Busy`]. Steering and follow-up messages are queued at once
     /// (while idle they wait for the next prompt); settings apply at once;

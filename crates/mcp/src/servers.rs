@@ -67,6 +67,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Called with the servers' tools after a server's tool list changed.
 pub type ToolsChanged = Box<dyn Fn() + Send + Sync>;
+/// Whether a listener still wants to hear (its session is still open).
+pub type StillListening = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// One who hears about changed tool lists, for as long as it listens.
+struct Listener {
+    listening: StillListening,
+    changed: ToolsChanged,
+}
 
 /// The servers of one session.
 pub struct McpServers {
@@ -74,8 +82,11 @@ pub struct McpServers {
     env: Vec<(String, String)>,
     /// Where connections report a changed tool list.
     changed: tokio::sync::mpsc::UnboundedSender<String>,
-    /// Who hears about a changed tool list.
-    listeners: Mutex<Vec<ToolsChanged>>,
+    /// Who hears about a changed tool list; those no longer listening
+    /// (their session was closed or replaced) are dropped whenever another
+    /// is added or a list changes, so a long-lived set of servers does not
+    /// keep every session it ever served.
+    listeners: Mutex<Vec<Listener>>,
 }
 
 impl std::fmt::Debug for McpServers {
@@ -212,18 +223,29 @@ impl McpServers {
         }
     }
 
-    /// Calls `listener` whenever a server's tool list changed (after the
-    /// new list is known).
-    pub fn on_tools_changed(&self, listener: ToolsChanged) {
-        lock(&self.listeners).push(listener);
+    /// Calls `changed` whenever a server's tool list changed (after the
+    /// new list is known), until `listening` says no more.
+    pub fn on_tools_changed(&self, listening: StillListening, changed: ToolsChanged) {
+        let mut listeners = lock(&self.listeners);
+        listeners.retain(|l| (l.listening)());
+        listeners.push(Listener { listening, changed });
+    }
+
+    /// How many still listen for changed tool lists.
+    pub fn listeners(&self) -> usize {
+        let mut listeners = lock(&self.listeners);
+        listeners.retain(|l| (l.listening)());
+        listeners.len()
     }
 
     /// When server `name` said its tool list changed (and nobody listed
     /// it since), lists its tools again and tells the listeners.
     async fn refresh(&self, name: &str) {
         if self.relist(name).await {
-            for listener in lock(&self.listeners).iter() {
-                listener();
+            let mut listeners = lock(&self.listeners);
+            listeners.retain(|l| (l.listening)());
+            for listener in listeners.iter() {
+                (listener.changed)();
             }
         }
     }

@@ -108,17 +108,22 @@ impl McpTool {
 }
 
 /// Calls `apply` with the servers' tools (as [`McpTool::all`] lists them)
-/// whenever a server says its tool list changed.
+/// whenever a server says its tool list changed, for as long as
+/// `listening` says so (the session is open).
 pub fn follow(
     servers: &Arc<McpServers>,
+    listening: impl Fn() -> bool + Send + Sync + 'static,
     apply: impl Fn(Vec<Arc<dyn Tool>>) + Send + Sync + 'static,
 ) {
     let weak = Arc::downgrade(servers);
-    servers.on_tools_changed(Box::new(move || {
-        if let Some(servers) = weak.upgrade() {
-            apply(McpTool::all(&servers));
-        }
-    }));
+    servers.on_tools_changed(
+        Box::new(listening),
+        Box::new(move || {
+            if let Some(servers) = weak.upgrade() {
+                apply(McpTool::all(&servers));
+            }
+        }),
+    );
 }
 
 /// The server's schema as every dialect accepts it: an object schema with
@@ -366,7 +371,48 @@ impl Tool for ResourceTool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
     use super::*;
+
+    /// A session that is replaced stops listening, and its listener (with
+    /// everything it holds) goes when the next one is added.
+    #[tokio::test]
+    async fn a_closed_session_stops_listening_for_tool_lists() {
+        let servers = McpServers::start(&Default::default(), Vec::new()).await;
+        let first_open = Arc::new(AtomicBool::new(true));
+        let held = Arc::new(());
+        {
+            let open = first_open.clone();
+            let held = held.clone();
+            follow(
+                &servers,
+                move || open.load(Ordering::SeqCst),
+                move |_| {
+                    let _ = &held;
+                },
+            );
+        }
+        assert_eq!(servers.listeners(), 1);
+        first_open.store(false, Ordering::SeqCst);
+        let second_open = Arc::new(AtomicBool::new(true));
+        {
+            let open = second_open.clone();
+            follow(&servers, move || open.load(Ordering::SeqCst), |_| {});
+        }
+        assert_eq!(
+            servers.listeners(),
+            1,
+            "the closed session's listener stayed"
+        );
+        assert_eq!(
+            Arc::strong_count(&held),
+            1,
+            "what the closed session's listener held is still alive"
+        );
+        second_open.store(false, Ordering::SeqCst);
+        assert_eq!(servers.listeners(), 0);
+    }
 
     #[test]
     fn names_are_what_providers_accept() {

@@ -122,7 +122,9 @@ async fn model_tools_and_context_switch_for_the_next_call() {
 async fn events_end_after_shutdown_even_with_handles_alive() {
     let h = harness(vec![], vec![]);
     let (handle, mut events, task) = h.session.split();
+    assert!(!handle.is_closed());
     crate::shutdown_split(&handle, task).await;
+    assert!(handle.is_closed(), "a handle outliving its session says so");
     let next = tokio::time::timeout(Duration::from_secs(5), events.recv())
         .await
         .expect("the event stream must end");
