@@ -268,7 +268,10 @@ impl ApprovalFrontend for AppServerFrontend {
             }
             announce_status(&runtime, &thread).await;
         }
-        let turn_id = turn_id.unwrap_or_default();
+        let turn_id = match turn_id {
+            Some(id) => id,
+            None => runtime.unnamed_turn_id(&thread).await,
+        };
         let cwd = call.cwd.display().to_string();
         runtime
             .broker
@@ -431,15 +434,19 @@ pub async fn replay(runtime: &Arc<Runtime>, thread_id: &str, conn: &Arc<Connecti
     for row in rows {
         let card = engine::PendingRequest::from_record(&row);
         let (turn_id, cwd) = match &thread {
-            Some(t) => (
-                crate::history::turn_of_call(
+            Some(t) => {
+                // Stored with its turn, or held by the turn that runs now.
+                let stored = crate::history::turn_of_call(
                     thread_id,
                     &crate::history::steps(&t.handle.tree()),
                     &row.call_id,
-                )
-                .unwrap_or_default(),
-                t.state().cwd.display().to_string(),
-            ),
+                );
+                let turn_id = match stored.or_else(|| t.active_turn_id()) {
+                    Some(id) => id,
+                    None => runtime.unnamed_turn_id(t).await,
+                };
+                (turn_id, t.state().cwd.display().to_string())
+            }
             None => (String::new(), row.workspace.clone()),
         };
         runtime

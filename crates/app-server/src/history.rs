@@ -10,7 +10,8 @@
 //! its own holding a `contextCompaction` item, as Codex shows it; one
 //! inside a run (the context passed its threshold) is an item of that
 //! run's turn. Turn ids are derived from the thread id and the turn's
-//! position, so they are stable across reads.
+//! position, so they are stable across reads, and a live turn gets the id
+//! it will be read back under ([`next_turn_id`]), on every front-end.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -231,6 +232,29 @@ pub fn last_turn_id(thread_id: &str, steps: &[Step<'_>]) -> Option<String> {
         .map(|n| format!("{thread_id}-turn-{n}"))
 }
 
+/// The id [`turns_of`] will give the turn that a prompt sent now opens
+/// (or joins, when the branch ends with a user message the model has not
+/// answered), so a live turn has the id it is later read back under, on
+/// every front-end that computes it from the same branch.
+pub fn next_turn_id(thread_id: &str, steps: &[Step<'_>]) -> String {
+    let turns = with_turn_counts(steps).last().map_or(0, |(turns, _)| turns);
+    let joins_last = steps
+        .iter()
+        .rev()
+        .find_map(|step| match step {
+            Step::Message(Message::User(_)) => Some(true),
+            Step::Message(Message::Assistant(_) | Message::ToolResult(_)) => Some(false),
+            Step::Compaction(_) => None,
+        })
+        .unwrap_or(false);
+    let n = if joins_last {
+        turns.saturating_sub(1)
+    } else {
+        turns
+    };
+    format!("{thread_id}-turn-{n}")
+}
+
 /// A turn's summary view: only its last agent message.
 pub fn summarize(mut turn: Turn) -> Turn {
     let last = turn
@@ -347,6 +371,42 @@ mod tests {
         assert_eq!(ids, ["t-turn-0", "t-turn-1", "t-turn-2", "t-turn-3"]);
         assert_eq!(turns[1].started_at, Some(5));
         assert_eq!(last_turn_id("t", &steps).as_deref(), Some("t-turn-3"));
+    }
+
+    /// Before its prompt is stored and after, a turn's live id is the one
+    /// the history gives it.
+    #[test]
+    fn a_live_turn_has_the_id_it_is_read_back_under() {
+        let (u1, a1, u2, a2, u3) = (
+            user("one"),
+            assistant(vec![ContentBlock::text("a1")], StopReason::Stop),
+            user("two"),
+            assistant(vec![ContentBlock::text("a2")], StopReason::Stop),
+            user("three"),
+        );
+        assert_eq!(next_turn_id("t", &[]), "t-turn-0");
+        let history = [
+            Step::Message(&u1),
+            Step::Message(&a1),
+            Step::Compaction(5),
+            Step::Message(&u2),
+            Step::Message(&a2),
+        ];
+        for end in 0..=history.len() {
+            let before = &history[..end];
+            let mut with_prompt = before.to_vec();
+            with_prompt.push(Step::Message(&u3));
+            let read_back = turns_of("t", &with_prompt, Path::new("/w"))
+                .last()
+                .map(|t| t.id.clone())
+                .unwrap();
+            assert_eq!(next_turn_id("t", before), read_back, "before, at {end}");
+            assert_eq!(
+                next_turn_id("t", &with_prompt),
+                read_back,
+                "after, at {end}"
+            );
+        }
     }
 
     #[test]

@@ -207,6 +207,24 @@ impl Runtime {
     }
 
     /// Where threads' turns run when not here.
+    /// The id of `thread`'s turn that runs now without an id known here (a
+    /// queued message's, or one another front-end started on a worker):
+    /// the one its history gives it, counted up to the entry the run began
+    /// after when it runs elsewhere (the tree may already hold what the run
+    /// stored), so every front-end knows the turn by one id.
+    pub async fn unnamed_turn_id(&self, thread: &LoadedThread) -> String {
+        let running = match self.runs_elsewhere() {
+            Some(elsewhere) => elsewhere.running(&thread.id).await,
+            None => None,
+        };
+        let tree = thread.handle.tree();
+        let steps = match &running {
+            Some(run) => crate::history::steps_to(&tree, run.base_leaf.as_deref()),
+            None => crate::history::steps(&tree),
+        };
+        crate::history::next_turn_id(&thread.id, &steps)
+    }
+
     pub fn runs_elsewhere(&self) -> Option<Arc<dyn keel_core::RunsElsewhere>> {
         self.elsewhere
             .read()

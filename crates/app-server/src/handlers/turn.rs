@@ -208,12 +208,16 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
         warn(ctx, &thread, message).await;
     }
     let (ready_tx, ready_rx) = oneshot::channel();
+    // The id the history will give this turn (read before the state lock:
+    // the tree has its own).
+    let next_id =
+        crate::history::next_turn_id(&thread.id, &crate::history::steps(&thread.handle.tree()));
     let turn_id = {
         let mut s = thread.state();
         match &s.active {
             Some(active) => Err(active.id.clone()),
             None => {
-                let id = uuid::Uuid::now_v7().to_string();
+                let id = next_id;
                 s.active = Some(ActiveTurn::new(id.clone(), Some(ready_rx)));
                 Ok(id)
             }

@@ -288,10 +288,17 @@ impl Pump {
     }
 
     async fn start_turn(&mut self) {
+        let next_id = if self.thread.active_turn_id().is_none() {
+            Some(self.runtime.unnamed_turn_id(&self.thread).await)
+        } else {
+            None
+        };
         let ready = {
             let mut s = self.thread.state();
-            if s.active.is_none() {
-                s.active = Some(ActiveTurn::new(uuid::Uuid::now_v7().to_string(), None));
+            if s.active.is_none()
+                && let Some(id) = next_id
+            {
+                s.active = Some(ActiveTurn::new(id, None));
             }
             s.active.as_mut().and_then(|t| t.ready.take())
         };

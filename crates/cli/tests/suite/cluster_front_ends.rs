@@ -195,6 +195,9 @@ pub(crate) mod front_ends {
         assert_eq!(asked["params"]["threadId"], thread.as_str());
         let b_turn = b.notification("turn/started").await;
         assert_eq!(b_turn["params"]["threadId"], thread.as_str());
+        // One turn id everywhere: B's client knows the turn by A's id.
+        assert_eq!(b_turn["params"]["turn"]["id"], turn.as_str(), "{b_turn:#}");
+        assert_eq!(asked["params"]["turnId"], turn.as_str());
 
         // The worker running the turn dies while the call waits; B's client
         // answers meanwhile, and the other worker finishes the turn.
@@ -228,6 +231,14 @@ pub(crate) mod front_ends {
             b_completed["params"]["turn"]["status"], "completed",
             "{b_completed:#}"
         );
+        assert_eq!(b_completed["params"]["turn"]["id"], turn.as_str());
+        let read = b
+            .ok(
+                "thread/read",
+                json!({"threadId": thread, "includeTurns": true}),
+            )
+            .await;
+        assert_eq!(read["thread"]["turns"][0]["id"], turn.as_str(), "{read:#}");
         one_turn_one_command(&b);
         let answer = b
             .seen("item/completed")

@@ -441,3 +441,54 @@ async fn an_accepted_write_lands_where_it_was_judged_after_a_symlink_swap() {
     assert!(!outside.path().join("w.txt").exists(), "written outside");
     s.close().await;
 }
+
+/// A turn has one id: the one `turn/start` answers and its notifications
+/// carry is the one `thread/read` lists it under, in this process and in
+/// the next one.
+#[tokio::test]
+async fn a_turn_keeps_its_live_id_in_the_history() {
+    let env = Env::new().await;
+    env.mock
+        .push_all([MockResponse::text("one"), MockResponse::text("two")]);
+    let mut s = env.initialized(false).await;
+    let thread = s.start_thread(env.ws(), "never").await;
+    let mut live = Vec::new();
+    for text in ["first", "second"] {
+        let turn = s.start_turn(&thread, text).await;
+        let completed = s
+            .wait_for("turn/completed", |f| {
+                f["method"] == "turn/completed" && f["params"]["turn"]["id"] == turn.as_str()
+            })
+            .await;
+        assert_eq!(completed["params"]["turn"]["status"], "completed");
+        live.push(turn);
+    }
+    assert_ne!(live[0], live[1]);
+    let started: Vec<Value> = s
+        .seen("turn/started")
+        .iter()
+        .map(|f| f["params"]["turn"]["id"].clone())
+        .collect();
+    assert_eq!(started, [json!(live[0]), json!(live[1])]);
+    let ids = |read: &Value| -> Vec<String> {
+        read["thread"]["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let read = s
+        .ok(
+            "thread/read",
+            json!({"threadId": thread, "includeTurns": true}),
+        )
+        .await;
+    assert_eq!(ids(&read), live);
+    s.close().await;
+
+    let mut again = env.initialized(false).await;
+    let resumed = again.ok("thread/resume", json!({"threadId": thread})).await;
+    assert_eq!(ids(&resumed), live);
+    again.close().await;
+}
