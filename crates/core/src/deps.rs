@@ -358,6 +358,9 @@ pub struct MemoryLog {
 struct MemoryLogInner {
     entries: Vec<EntryBody>,
     flushed: usize,
+    /// Reloads still to fail (a store that is away), and reloads asked.
+    failing_reloads: usize,
+    reloads: usize,
 }
 
 impl MemoryLog {
@@ -371,6 +374,16 @@ impl MemoryLog {
     /// How many entries had been appended at the last flush.
     pub fn flushed_len(&self) -> usize {
         self.inner.lock().map(|i| i.flushed).unwrap_or_default()
+    }
+    /// Makes the next `n` reloads fail, as with a store that is away.
+    pub fn fail_reloads(&self, n: usize) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.failing_reloads = n;
+        }
+    }
+    /// How many reloads were asked for.
+    pub fn reloads(&self) -> usize {
+        self.inner.lock().map(|i| i.reloads).unwrap_or_default()
     }
 }
 
@@ -387,6 +400,21 @@ impl SessionLog for MemoryLog {
             inner.flushed = inner.entries.len();
         }
         Ok(())
+    }
+    async fn reload(&self) -> Result<Option<keel_session_store::SessionTree>> {
+        let failing = match self.inner.lock() {
+            Ok(mut inner) => {
+                inner.reloads += 1;
+                let failing = inner.failing_reloads > 0;
+                inner.failing_reloads = inner.failing_reloads.saturating_sub(1);
+                failing
+            }
+            Err(_) => false,
+        };
+        if failing {
+            return Err(crate::Error::Log("the store is away".to_owned()));
+        }
+        Ok(None)
     }
 }
 

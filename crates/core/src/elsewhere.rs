@@ -20,6 +20,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use keel_approvals::{PendingRequest, Resolution};
 use keel_protocol::{AgentEvent, AssistantMessage, Message, StopReason, UserInput};
@@ -193,7 +194,8 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
                     _ => ctx.send(*event).await,
                 },
                 Watched::Ended { end } => {
-                    reload(&ctx).await;
+                    // Not read: marked stale, read before the next run.
+                    let _ = reload(&ctx).await;
                     if let Some(end) = end {
                         settle(&ctx, *end).await;
                     }
@@ -348,6 +350,7 @@ pub(crate) async fn run(
     };
     loop {
         ctx.flush_log().await;
+        let fresh = !lock(&ctx.shared).tree_stale || reload(&ctx).await;
         let run = {
             let s = lock(&ctx.shared);
             RemoteRun {
@@ -379,8 +382,13 @@ pub(crate) async fn run(
                 ..RelayState::default()
             }),
         };
-        let ran = elsewhere.run(run, &relay).await;
-        reload(&ctx).await;
+        let ran = if fresh {
+            let ran = elsewhere.run(run, &relay).await;
+            reload(&ctx).await;
+            ran
+        } else {
+            Err("the session could not be read again since its last run; try again once its database is back".to_owned())
+        };
         let RelayState {
             mut tries,
             started,
@@ -530,17 +538,41 @@ async fn settle(ctx: &RunCtx, end: SessionEvent) {
     .await;
 }
 
-/// The session's tree as the log holds it now.
-async fn reload(ctx: &RunCtx) {
-    match ctx.deps.log.reload().await {
-        Ok(Some(tree)) => {
-            let mut s = lock(&ctx.shared);
-            s.tree = tree;
-            s.context = crate::context::ModelContext::from_tree();
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read the session again after a run elsewhere")
+/// How long reading the session again after a run elsewhere keeps trying
+/// while the store is away (a database restarting).
+const RELOAD_WINDOW: Duration = Duration::from_secs(60);
+/// The longest pause between two tries of a reload.
+const RELOAD_PAUSE: Duration = Duration::from_secs(2);
+
+/// The session's tree as the log holds it now, tried again while the store
+/// is away for up to [`RELOAD_WINDOW`]; whether it was read. A tree not
+/// read is marked stale, so the next run reads it before it starts: a run
+/// begun after a stale leaf would fork the session, and its turn would
+/// take the id of the one before.
+async fn reload(ctx: &RunCtx) -> bool {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match ctx.deps.log.reload().await {
+            Ok(tree) => {
+                let mut s = lock(&ctx.shared);
+                if let Some(tree) = tree {
+                    s.tree = tree;
+                    s.context = crate::context::ModelContext::from_tree();
+                }
+                s.tree_stale = false;
+                return true;
+            }
+            Err(e) if started.elapsed() < RELOAD_WINDOW => {
+                tracing::warn!(error = %e, "cannot read the session again after a run elsewhere; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(RELOAD_PAUSE);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the session again after a run elsewhere");
+                lock(&ctx.shared).tree_stale = true;
+                return false;
+            }
         }
     }
 }

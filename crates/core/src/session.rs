@@ -582,6 +582,7 @@ impl Session {
             record_lock: Arc::default(),
             auto_compaction: config.compaction.enabled,
             compacting: None,
+            tree_stale: false,
             is_compacting: false,
             session_name: None,
             queues,

@@ -43,6 +43,11 @@ pub(crate) struct Shared {
     pub context: crate::context::ModelContext,
     pub queues: Queues,
     pub running: bool,
+    /// The tree could not be read again after a run elsewhere (the
+    /// database was away for longer than a reload keeps trying): it is
+    /// read before the next run starts, which must not begin after a
+    /// stale leaf.
+    pub tree_stale: bool,
     pub provider: Arc<dyn Provider>,
     pub tools: Vec<Arc<dyn Tool>>,
     pub session_name: Option<String>,

@@ -168,7 +168,7 @@ impl Pool {
             }
             dropped => {
                 if dropped.is_some() {
-                    tracing::warn!(url = %self.redacted, what = self.what, "a database connection was closed; reconnecting");
+                    tracing::warn!(url = %self.redacted, "the {} database connection was closed; reconnecting", self.what);
                 }
                 let client = connect(&self.config, self.what).await?;
                 *slot = Some(Conn::new(client));
@@ -208,7 +208,7 @@ impl Lease<'_> {
             && lost(e)
         {
             self.conn.lost = true;
-            tracing::warn!(url = %self.pool.redacted, what = self.pool.what, "a database connection was lost; the next use makes a new one");
+            tracing::warn!(url = %self.pool.redacted, "the {} database connection was lost; the next use makes a new one", self.pool.what);
         }
         done
     }
@@ -251,7 +251,7 @@ impl Retry {
         if !lost(e) || self.started.elapsed() >= RECONNECT_WINDOW {
             return false;
         }
-        tracing::debug!(error = %e, what = self.what, "a database operation lost its connection; trying again");
+        tracing::debug!(error = %e, "a {} database operation lost its connection; trying again", self.what);
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(LAST_PAUSE);
         true
@@ -264,7 +264,7 @@ pub async fn connect(config: &Config, what: &'static str) -> Result<Client, Erro
     let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::warn!(error = %e, what, "a database connection failed");
+            tracing::warn!(error = %e, "the {what} database connection failed");
         }
     });
     Ok(client)

@@ -131,6 +131,26 @@ async fn a_prompt_runs_elsewhere_and_its_run_ends_here() {
     assert!(!h.session.snapshot().is_streaming);
 }
 
+/// The session cannot be read again at once after the run (its database
+/// is restarting): it is read again until it can, before the run ends
+/// here, so the next run does not begin after a stale leaf.
+#[tokio::test(start_paused = true)]
+async fn a_session_that_cannot_be_read_after_a_run_is_read_again() {
+    let (mut h, _) = elsewhere(Scripted {
+        script: a_run("from the worker"),
+        ..Scripted::default()
+    });
+    h.log.fail_reloads(3);
+    h.prompt("hi").await;
+    let events = h.run_to_end().await;
+    assert_eq!(events.last().map(AgentEvent::type_name), Some("agent_end"));
+    assert_eq!(
+        h.log.reloads(),
+        4,
+        "three failed reads, then one that worked"
+    );
+}
+
 /// The events up to `agent_settled`, each with its place in the log.
 async fn places(h: &mut Harness) -> Vec<(&'static str, Option<u64>)> {
     let mut out = Vec::new();
