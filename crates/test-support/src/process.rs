@@ -238,6 +238,18 @@ impl KeelChild {
         self.stdin = None;
     }
 
+    /// The next stdout line, `None` when none came within `timeout`; an
+    /// error once stdout has closed (the process ended). Lines read this
+    /// way are not kept in [`Self::stdout_seen`] (a long-running client
+    /// keeps its own).
+    pub async fn next_stdout(&mut self, timeout: Duration) -> anyhow::Result<Option<String>> {
+        match tokio::time::timeout(timeout, self.stdout.recv()).await {
+            Ok(Some(line)) => Ok(Some(line)),
+            Ok(None) => bail!("stdout closed"),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// Reads stdout lines until one satisfies `pred`; returns it.
     pub async fn wait_for_stdout(
         &mut self,

@@ -61,6 +61,9 @@ struct Shared {
     /// Answers given to every request whose body holds the text, outside
     /// the script (a client's side requests, such as title generation).
     standing: Mutex<Vec<(String, MockResponse)>>,
+    /// Answers given to every request whose last message holds the text
+    /// (many conversations at once, each answered by where it is).
+    by_last: Mutex<Vec<(String, MockResponse)>>,
     requests: Mutex<Vec<CapturedRequest>>,
 }
 
@@ -135,6 +138,15 @@ impl MockModelServer {
     /// title, say).
     pub fn answer_whenever(&self, text: impl Into<String>, response: MockResponse) {
         lock(&self.shared.standing).push((text.into(), response));
+    }
+
+    /// Answers every request whose last message (of `messages`, or of
+    /// `input` in the Responses dialect) contains `text` with `response`,
+    /// without taking from the script: for many conversations at once in
+    /// no set order, each answered by what it said last (its prompt, or the
+    /// output of the tool it ran).
+    pub fn answer_when_last_says(&self, text: impl Into<String>, response: MockResponse) {
+        lock(&self.shared.by_last).push((text.into(), response));
     }
 
     /// `http://127.0.0.1:PORT/v1`, the base URL to configure a provider with.
@@ -216,7 +228,21 @@ async fn handle(
         .iter()
         .find(|(needle, _)| text.contains(needle.as_str()))
         .map(|(_, r)| r.clone());
-    let next = standing.or_else(|| lock(&state.shared.script).pop_front());
+    let by_last = || {
+        let body: Value = serde_json::from_slice(&body).ok()?;
+        let last = ["messages", "input"]
+            .iter()
+            .find_map(|k| body.get(*k).and_then(Value::as_array))?
+            .last()?
+            .to_string();
+        lock(&state.shared.by_last)
+            .iter()
+            .find(|(needle, _)| last.contains(needle.as_str()))
+            .map(|(_, r)| r.clone())
+    };
+    let next = standing
+        .or_else(by_last)
+        .or_else(|| lock(&state.shared.script).pop_front());
     let Some(scripted) = next else {
         let body = json!({"error": {"message": "mock: no scripted response"}});
         return json_response(500, &body, &[]);

@@ -21,6 +21,7 @@ mod sandbox;
 mod session_approvals;
 mod sessions;
 mod snapshots;
+mod soak;
 
 use std::path::{Path, PathBuf};
 
