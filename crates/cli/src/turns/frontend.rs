@@ -17,6 +17,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -64,11 +65,21 @@ impl OnWorkers {
 #[async_trait::async_trait]
 impl RunsElsewhere for OnWorkers {
     async fn run(&self, run: RemoteRun, events: &dyn RemoteEvents) -> Result<(), String> {
-        let after = self
-            .log
-            .last_seq(&run.session_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        // Where the turn's events will begin, asked again while the
+        // database is away (a restart must not fail the prompt).
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(200);
+        let after = loop {
+            match self.log.last_seq(&run.session_id).await {
+                Ok(after) => break after,
+                Err(e) if started.elapsed() < START_PATIENCE => {
+                    tracing::warn!(error = %e, "cannot read the session's event log yet; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        };
         let turn = TurnInput {
             session_id: run.session_id.clone(),
             cwd: run.cwd.display().to_string(),
@@ -93,10 +104,7 @@ impl RunsElsewhere for OnWorkers {
                 .collect(),
         };
         lock(&self.own).add(turn.turn_id.clone());
-        self.client
-            .start_turn(&turn)
-            .await
-            .map_err(|e| e.to_string())?;
+        start_surely(&self.client, &self.log, &turn).await?;
         tracing::info!(session = %turn.session_id, "the run goes to a worker");
         let mut turn_events = TurnEvents::follow(&self.client, &self.log, &turn);
         let mut interrupted = false;
@@ -148,6 +156,57 @@ impl RunsElsewhere for OnWorkers {
         };
         tokio::spawn(watch.run());
         Some(rx)
+    }
+}
+
+/// How long starting a turn's workflow is tried again while Temporal
+/// cannot be reached.
+const START_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Starts `turn`'s workflow, trying again while Temporal cannot be reached
+/// (a server restarting). A try whose answer was lost may have started it:
+/// before each new try the session's running turn is looked at (ours:
+/// started), and so is its event log (grown since the turn began: ours ran
+/// and may have ended), so a turn is never started twice. A front-end that
+/// gave up while its workflow ran would end the turn here as failed while
+/// the worker stored it, and begin its next run after a stale leaf.
+async fn start_surely(
+    client: &TemporalClient,
+    log: &EventLog,
+    turn: &TurnInput,
+) -> Result<(), String> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(200);
+    let mut tried = false;
+    loop {
+        if tried {
+            match client.running_turn(&turn.session_id).await {
+                Ok(Some(running)) if running.turn_id == turn.turn_id => return Ok(()),
+                Ok(Some(_)) => {
+                    return Err(keel_temporal::Error::Busy(turn.session_id.clone()).to_string());
+                }
+                Ok(None) => {
+                    if log
+                        .last_seq(&turn.session_id)
+                        .await
+                        .is_ok_and(|last| last > turn.log_from)
+                    {
+                        return Ok(());
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        match client.start_turn(turn).await {
+            Ok(()) => return Ok(()),
+            Err(keel_temporal::Error::Server(e)) if started.elapsed() < START_PATIENCE => {
+                tracing::warn!(error = %e, session = %turn.session_id, "cannot start the turn on Temporal yet; trying again");
+                tried = true;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
     }
 }
 
@@ -206,6 +265,13 @@ impl Watch {
         let Some(Start { from, seen, last }) = self.start().await else {
             return;
         };
+        // What ended between the session's read and this start is in the
+        // log before `last`, never passed on: the session is read again
+        // now, or this front-end would start its next run after a stale
+        // leaf (forking the session).
+        if !self.send(Watched::Ended { end: None }).await {
+            return;
+        }
         let mut follower = self.log.follow(&self.session_id, from);
         // The calls held before the watch began are offered once what was
         // stored by then has been read, if they are still held: a host
@@ -293,12 +359,22 @@ impl Watch {
     }
 
     /// Where to follow from; `None` when the log cannot be read.
+    /// Where to begin, asked again while the database is away (a watch
+    /// that gave up would leave this front-end's copy of the session stale
+    /// for good); `None` once the session is closed here.
     async fn start(&self) -> Option<Start> {
-        let last = match self.log.last_seq(&self.session_id).await {
-            Ok(last) => last,
-            Err(e) => {
-                tracing::warn!(session = %self.session_id, error = %e, "cannot watch the session's turns");
-                return None;
+        let mut pause = Duration::from_millis(100);
+        let last = loop {
+            match self.log.last_seq(&self.session_id).await {
+                Ok(last) => break last,
+                Err(e) => {
+                    tracing::warn!(session = %self.session_id, error = %e, "cannot watch the session's turns yet; trying again");
+                    tokio::select! {
+                        () = self.tx.closed() => return None,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
             }
         };
         if self.seen.is_some_and(|seen| seen > last) {

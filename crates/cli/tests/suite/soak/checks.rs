@@ -54,6 +54,12 @@ pub fn violations(
         if !s.acked && n > 1 {
             bad.push(format!("prompt {} stored {n} times", s.tag));
         }
+        if s.stray_ends > 0 {
+            bad.push(format!(
+                "{} agent_end of other runs reached the client during {}",
+                s.stray_ends, s.tag
+            ));
+        }
         if s.acked && s.ended.is_none() {
             bad.push(format!("the client never saw turn {} end", s.tag));
         }

@@ -40,6 +40,8 @@ pub struct Sent {
     /// Under chaos (else calm).
     pub chaos: bool,
     pub first_delta_ms: Option<f64>,
+    /// Ends of other runs heard while this one ran (RPC `agent_end`).
+    pub stray_ends: usize,
     pub decision_to_tool_ms: Option<f64>,
 }
 
@@ -134,6 +136,10 @@ impl Conn {
 /// What starts a front-end of one machine.
 #[derive(Clone)]
 pub struct Machine {
+    /// What the machine's processes are called in their log files.
+    pub name: String,
+    /// Where each process writes its log (one file per process).
+    pub logs: std::path::PathBuf,
     pub bin: String,
     pub home: std::path::PathBuf,
     pub ws: std::path::PathBuf,
@@ -144,6 +150,28 @@ pub struct Machine {
 
 impl Machine {
     pub fn keel(&self) -> KeelCommand {
+        self.keel_logged().0
+    }
+
+    /// `keel` logging to a file of its own, and that file.
+    pub fn keel_logged(&self) -> (KeelCommand, std::path::PathBuf) {
+        let file = self.log_file();
+        let cmd = self
+            .keel_quiet()
+            .env("RUST_LOG", "keel=info,keel_core=info,keel_temporal=info")
+            .env("KEEL_LOG_FILE", file.display().to_string());
+        (cmd, file)
+    }
+
+    /// A log file of its own for the next process of this machine.
+    fn log_file(&self) -> std::path::PathBuf {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        self.logs.join(format!("{}-{n}.log", self.name))
+    }
+
+    /// `keel` without a log file (the short-lived `keel approvals`).
+    pub fn keel_quiet(&self) -> KeelCommand {
         KeelCommand::new(&self.bin)
             .home(&self.home)
             .cwd(&self.ws)
@@ -154,7 +182,6 @@ impl Machine {
     async fn app_server(&self) -> anyhow::Result<Conn> {
         let child = self
             .keel()
-            .env("RUST_LOG", "keel=warn")
             .args(["app-server", "--base-url", &self.base_url])
             .args(["--model", "mock-model"])
             .spawn()
@@ -198,7 +225,7 @@ impl Machine {
             return false;
         };
         matches!(
-            self.keel().args(["approvals", "approve", &id]).run().await,
+            self.keel_quiet().args(["approvals", "approve", &id]).run().await,
             Ok(out) if out.code() == Some(0)
         )
     }

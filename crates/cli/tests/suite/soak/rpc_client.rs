@@ -27,7 +27,6 @@ pub async fn rpc_client(
     let mut rng = Rng::new(seed);
     let mut child = machine
         .keel()
-        .env("RUST_LOG", "keel=warn")
         .args(["--mode", "rpc", "--base-url", &machine.base_url])
         .args(["--model", "mock-model"])
         .spawn()
@@ -76,7 +75,7 @@ pub async fn rpc_client(
                 let request = frame["id"].as_str().unwrap_or_default().to_owned();
                 let by_cli = rng.below(2) == 0
                     && matches!(
-                        machine.keel().args(["approvals", "approve", &request]).run().await,
+                        machine.keel_quiet().args(["approvals", "approve", &request]).run().await,
                         Ok(out) if out.code() == Some(0)
                     );
                 if !by_cli {
@@ -100,7 +99,28 @@ pub async fn rpc_client(
                     }
                 }
                 Some("agent_end") => {
-                    s.ended = Some("completed".to_owned());
+                    // Failed or interrupted when its last answer says so.
+                    let event = crate::suite::rpc::event(&frame)
+                        .cloned()
+                        .unwrap_or_default();
+                    if !event["messages"].to_string().contains(&prompt) {
+                        // The end of another run: a repeat the host must
+                        // not get.
+                        s.stray_ends += 1;
+                        continue;
+                    }
+                    let last = event["messages"]
+                        .as_array()
+                        .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"))
+                        .map(|m| m["stopReason"].as_str().unwrap_or_default().to_owned());
+                    s.ended = Some(
+                        match last.as_deref() {
+                            Some("error") => "failed",
+                            Some("aborted") => "interrupted",
+                            _ => "completed",
+                        }
+                        .to_owned(),
+                    );
                     break;
                 }
                 _ => {}

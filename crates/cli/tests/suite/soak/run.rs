@@ -25,21 +25,20 @@ fn env_u64(name: &str) -> Option<u64> {
 /// A worker of machine `m`, once it polls.
 async fn worker(m: &Machine) -> KeelChild {
     loop {
-        let spawned = m
-            .keel()
-            .env("RUST_LOG", "keel_temporal=info,keel=warn")
+        let (cmd, log) = m.keel_logged();
+        let spawned = cmd
             .env("KEEL_BASE_URL", &m.base_url)
             .env("KEEL_MODEL", "mock-model")
             .arg("worker")
             .spawn()
             .await;
-        if let Ok(mut w) = spawned {
-            if w.wait_for_stderr(Duration::from_secs(60), |l| {
-                l.contains("the worker is polling")
+        if let Ok(w) = spawned {
+            // It logs to its file: polling once the file says so.
+            let polling = keel_test_support::wait_until(Duration::from_secs(60), || {
+                std::fs::read_to_string(&log).is_ok_and(|t| t.contains("the worker is polling"))
             })
-            .await
-            .is_ok()
-            {
+            .await;
+            if polling.is_ok() {
                 return w;
             }
             let _ = w.signal("KILL").await;
@@ -69,7 +68,10 @@ async fn the_cluster_keeps_every_promise_under_chaos() {
         .map(|_| tempfile::tempdir().unwrap())
         .collect();
     let (url, temporal) = (c.url.clone(), c.temporal.address());
+    let logs = tempfile::tempdir().unwrap();
     let machine = |i: usize, ws: &std::path::Path| Machine {
+        name: format!("m{i}"),
+        logs: logs.path().to_owned(),
         bin: env!("CARGO_BIN_EXE_keel").to_owned(),
         home: homes[i].path().to_owned(),
         ws: ws.to_owned(),
@@ -193,6 +195,12 @@ async fn the_cluster_keeps_every_promise_under_chaos() {
         transcripts.len(),
         figures(&sent)
     );
+    if !bad.is_empty() {
+        // Kept for a look: m0–m2 the workers, m3/m4 the app-server
+        // clients' front-ends, m5 the RPC one.
+        let kept = logs.keep();
+        eprintln!("[soak] the processes' logs are in {}", kept.display());
+    }
     assert!(
         bad.is_empty(),
         "seed {seed}: {} violations:\n{}",
