@@ -18,6 +18,8 @@
 //! all soak -- --nocapture` is the long form docs/deploy.md reports.
 
 #![cfg(feature = "temporal")]
+// The soak reports its progress and its figures on stderr.
+#![allow(clippy::print_stderr)]
 
 mod checks;
 mod client;
