@@ -248,10 +248,20 @@ impl Retry {
     /// After a try that failed with `e`: whether to try again, having
     /// paused, because the connection was lost and the window is open.
     pub async fn wait(&mut self, e: &Error) -> bool {
-        if !lost(e) || self.started.elapsed() >= RECONNECT_WINDOW {
+        let lost = lost(e);
+        if lost {
+            tracing::debug!(error = %e, "a {} database operation lost its connection", self.what);
+        }
+        self.wait_if(lost).await
+    }
+
+    /// After a failed try whose failure `unreachable` says is the
+    /// server's absence (a caller's own test of its own error type):
+    /// whether to try again, having paused, while the window is open.
+    pub async fn wait_if(&mut self, unreachable: bool) -> bool {
+        if !unreachable || self.started.elapsed() >= RECONNECT_WINDOW {
             return false;
         }
-        tracing::debug!(error = %e, "a {} database operation lost its connection; trying again", self.what);
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(LAST_PAUSE);
         true

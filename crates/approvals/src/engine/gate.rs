@@ -23,10 +23,6 @@ use crate::places::Places;
 use crate::rules;
 use crate::store::{ApprovalRecord, ApprovedBy, Delivery, NewAudit, NewRequest, Status};
 
-/// How long a check waits for an unreachable store before it denies the
-/// call: as long as a store operation keeps trying across a restart.
-pub const CHECK_RETRY_WINDOW: std::time::Duration = keel_pg::RECONNECT_WINDOW;
-
 /// A new request id (time-ordered).
 fn new_request_id() -> String {
     format!("apr_{}", uuid::Uuid::now_v7().simple())
@@ -46,20 +42,20 @@ impl ApprovalEngine {
     /// `approvalPolicy`). Nothing is stored about the mode.
     ///
     /// A store that cannot be reached (a PostgreSQL server restarting) is
-    /// waited for, the check run again for up to [`CHECK_RETRY_WINDOW`]
+    /// waited for, the check run again for up to [`keel_pg::RECONNECT_WINDOW`]
     /// before the call is denied; a request stored by an earlier try is
     /// found again (it is keyed by its id and by the call), never stored
     /// twice.
     pub async fn gate_check_in(&self, call: &CallContext, mode: Option<Mode>) -> GateOutcome {
         let request_id = new_request_id();
-        let started = std::time::Instant::now();
-        let mut pause = keel_pg::FIRST_PAUSE;
+        let mut retry = keel_pg::Retry::new("approvals");
         let checked = loop {
             match self.evaluate_as(call, mode, &request_id).await {
-                Err(e) if e.is_unavailable() && started.elapsed() < CHECK_RETRY_WINDOW => {
+                Err(e) if e.is_unavailable() => {
                     tracing::warn!(error = %e, call_id = %call.call_id, "the approvals store is unreachable; checking again");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(keel_pg::LAST_PAUSE);
+                    if !retry.wait_if(true).await {
+                        break Err(e);
+                    }
                 }
                 checked => break checked,
             }

@@ -21,7 +21,7 @@ use std::str::FromStr;
 use async_trait::async_trait;
 use keel_pg::{Pool, Retry};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Config, Row};
+use tokio_postgres::{Config, Row, Statement};
 
 use super::changes::ChangeFeed;
 use super::pg_schema::migrate;
@@ -144,17 +144,25 @@ impl PostgresStore {
         &self.redacted
     }
 
-    /// The rows of `sql`, which is safe to run twice: run again on a new
-    /// connection when the server went away meanwhile (a restart), for up
-    /// to [`keel_pg::RECONNECT_WINDOW`].
-    async fn query_again(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+    /// `run` once more on a new connection while the server is away (a
+    /// restart), for up to [`keel_pg::RECONNECT_WINDOW`]: only for work
+    /// that is safe to run twice.
+    async fn again<T, F>(&self, run: impl Fn() -> F) -> Result<T>
+    where
+        F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
         let mut retry = Retry::new(WHAT);
         loop {
-            match self.query_on(sql, params).await {
+            match run().await {
                 Err(e) if retry.wait(&e).await => {}
                 done => return Ok(done?),
             }
         }
+    }
+
+    /// The rows of `sql`, which is safe to run twice (see [`again`](Self::again)).
+    async fn query_again(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        self.again(|| self.query_on(sql, params)).await
     }
 
     /// At most one row of `sql`, run once.
@@ -162,20 +170,13 @@ impl PostgresStore {
         Ok(self.query_opt_on(sql, params).await?)
     }
 
-    /// At most one row of `sql`, which is safe to run twice (see
-    /// [`query_again`](Self::query_again)).
+    /// At most one row of `sql`, which is safe to run twice.
     async fn query_opt_again(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>> {
-        let mut retry = Retry::new(WHAT);
-        loop {
-            match self.query_opt_on(sql, params).await {
-                Err(e) if retry.wait(&e).await => {}
-                done => return Ok(done?),
-            }
-        }
+        self.again(|| self.query_opt_on(sql, params)).await
     }
 
     /// The count of rows `sql` changed, run once.
@@ -183,15 +184,21 @@ impl PostgresStore {
         Ok(self.execute_on(sql, params).await?)
     }
 
-    /// The count of rows `sql` changed, which is safe to run twice (see
-    /// [`query_again`](Self::query_again)).
+    /// The count of rows `sql` changed, which is safe to run twice.
     async fn execute_again(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        let mut retry = Retry::new(WHAT);
-        loop {
-            match self.execute_on(sql, params).await {
-                Err(e) if retry.wait(&e).await => {}
-                done => return Ok(done?),
-            }
+        self.again(|| self.execute_on(sql, params)).await
+    }
+
+    /// A connection of the caller's own and `sql` prepared on it; a
+    /// connection lost while preparing is let go.
+    async fn prepared(
+        &self,
+        sql: &str,
+    ) -> std::result::Result<(keel_pg::Lease<'_>, Statement), tokio_postgres::Error> {
+        let mut c = self.pool.lease().await?;
+        match c.prepare_cached(sql).await {
+            Ok(statement) => Ok((c, statement)),
+            Err(e) => c.settle(Err(e)),
         }
     }
 
@@ -200,11 +207,8 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
-        let mut c = self.pool.lease().await?;
-        let done = match c.prepare_cached(sql).await {
-            Ok(statement) => c.query(&statement, params).await,
-            Err(e) => Err(e),
-        };
+        let (c, statement) = self.prepared(sql).await?;
+        let done = c.query(&statement, params).await;
         c.settle(done)
     }
 
@@ -213,11 +217,8 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> std::result::Result<Option<Row>, tokio_postgres::Error> {
-        let mut c = self.pool.lease().await?;
-        let done = match c.prepare_cached(sql).await {
-            Ok(statement) => c.query_opt(&statement, params).await,
-            Err(e) => Err(e),
-        };
+        let (c, statement) = self.prepared(sql).await?;
+        let done = c.query_opt(&statement, params).await;
         c.settle(done)
     }
 
@@ -226,11 +227,8 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> std::result::Result<u64, tokio_postgres::Error> {
-        let mut c = self.pool.lease().await?;
-        let done = match c.prepare_cached(sql).await {
-            Ok(statement) => c.execute(&statement, params).await,
-            Err(e) => Err(e),
-        };
+        let (c, statement) = self.prepared(sql).await?;
+        let done = c.execute(&statement, params).await;
         c.settle(done)
     }
 
