@@ -361,6 +361,8 @@ struct MemoryLogInner {
     /// Reloads still to fail (a store that is away), and reloads asked.
     failing_reloads: usize,
     reloads: usize,
+    /// What a reload reads (a session another process wrote).
+    reloaded: Option<keel_session_store::SessionTree>,
 }
 
 impl MemoryLog {
@@ -379,6 +381,12 @@ impl MemoryLog {
     pub fn fail_reloads(&self, n: usize) {
         if let Ok(mut inner) = self.inner.lock() {
             inner.failing_reloads = n;
+        }
+    }
+    /// Makes each later reload read `tree`, as another process wrote it.
+    pub fn reload_as(&self, tree: keel_session_store::SessionTree) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.reloaded = Some(tree);
         }
     }
     /// How many reloads were asked for.
@@ -402,19 +410,19 @@ impl SessionLog for MemoryLog {
         Ok(())
     }
     async fn reload(&self) -> Result<Option<keel_session_store::SessionTree>> {
-        let failing = match self.inner.lock() {
+        let (failing, reloaded) = match self.inner.lock() {
             Ok(mut inner) => {
                 inner.reloads += 1;
                 let failing = inner.failing_reloads > 0;
                 inner.failing_reloads = inner.failing_reloads.saturating_sub(1);
-                failing
+                (failing, inner.reloaded.clone())
             }
-            Err(_) => false,
+            Err(_) => (false, None),
         };
         if failing {
             return Err(crate::Error::Log("the store is away".to_owned()));
         }
-        Ok(None)
+        Ok(reloaded)
     }
 }
 

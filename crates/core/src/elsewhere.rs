@@ -33,6 +33,7 @@ use crate::ctx::RunCtx;
 use crate::event::SessionEvent;
 use crate::run::Start;
 use crate::state::lock;
+use crate::tries::RunEnd;
 
 /// One run to start elsewhere.
 #[derive(Debug, Clone)]
@@ -115,7 +116,7 @@ pub enum Watched {
     /// Such a run ended: the session holds more than this front-end read.
     /// `end` is the run's last `agent_end`, passed on once the session has
     /// been read again (`None` when the run's start was not seen here).
-    Ended { end: Option<Box<SessionEvent>> },
+    Ended { end: Option<Box<RunEnd>> },
 }
 
 /// Runs a session's runs somewhere else; see the module docs.
@@ -194,10 +195,20 @@ pub(crate) fn watch(ctx: &RunCtx) -> Option<tokio_util::sync::DropGuard> {
                     _ => ctx.send(*event).await,
                 },
                 Watched::Ended { end } => {
+                    // Where the run began, if the session read here is
+                    // up to date (else its end goes on as it is).
+                    let since = {
+                        let s = lock(&shared);
+                        (!s.tree_stale).then(|| s.tree.leaf().map(str::to_owned))
+                    };
                     // Not read: marked stale, read before the next run.
                     let _ = reload(&ctx).await;
                     if let Some(end) = end {
-                        settle(&ctx, *end).await;
+                        let end = match since {
+                            Some(since) => whole_run(&ctx, *end, since.as_deref()),
+                            None => end.end,
+                        };
+                        settle(&ctx, end).await;
                     }
                 }
             }
@@ -252,8 +263,8 @@ impl RemoteEvents for Relay<'_> {
                 log_seq: Some(log_seq),
             },
         );
-        if let Some(end) = joined.ended {
-            self.ctx.send(end).await;
+        if let Some(ended) = joined.ended {
+            self.ctx.send(ended.end).await;
         }
         let Some(event) = joined.event else { return };
         if event.event == AgentEvent::AgentStart {
@@ -374,6 +385,7 @@ pub(crate) async fn run(
                 }),
             }
         };
+        let run_base = run.base_leaf.clone();
         let relay = Relay {
             ctx: &ctx,
             cancel: &cancel,
@@ -397,7 +409,8 @@ pub(crate) async fn run(
             shown,
             ..
         } = std::mem::take(&mut *relay.state());
-        let end = match (ran, tries.take()) {
+        let since = run_base.as_deref();
+        let end = match (ran, tries.take().map(|e| whole_run(&ctx, e, since))) {
             (
                 Ok(()),
                 Some(SessionEvent {
@@ -523,6 +536,47 @@ fn held_call(
         cwd,
         write_target: None,
         hints: None,
+    }
+}
+
+/// The `agent_end` the host gets for a run elsewhere that ended with
+/// `ended`. Of a run that took several tries, the end lists the last try's
+/// messages only (a try that died ended with none): it lists the run's
+/// messages as the session, just read again, holds them after `since`
+/// (its last entry before the run) instead, as the end of a run of one
+/// try does. Unchanged when the session could not be read, or holds
+/// `since` no more.
+fn whole_run(ctx: &RunCtx, ended: RunEnd, since: Option<&str>) -> SessionEvent {
+    let RunEnd { end, several_tries } = ended;
+    let SessionEvent {
+        event: AgentEvent::AgentEnd { .. },
+        log_seq,
+    } = end
+    else {
+        return end;
+    };
+    let s = lock(&ctx.shared);
+    if !several_tries || s.tree_stale {
+        return end;
+    }
+    let branch = s.tree.branch();
+    let from = match since {
+        None => 0,
+        Some(id) => match branch.iter().position(|e| e.id == id) {
+            Some(at) => at + 1,
+            None => return end,
+        },
+    };
+    let messages = branch[from..]
+        .iter()
+        .filter_map(|e| match &e.body {
+            keel_session_store::EntryBody::Message { message } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    SessionEvent {
+        event: AgentEvent::AgentEnd { messages },
+        log_seq,
     }
 }
 

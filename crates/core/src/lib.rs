@@ -76,7 +76,7 @@ pub use retry::{DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY, DEFAULT_MAX_RETRIES, Retr
 pub use session::{Delivery, QueueKind, Session, SessionHandle, SessionSnapshot, shutdown_split};
 pub use state::SessionDeps;
 pub use todo::{DEFAULT_TODO_REMINDERS, TodoPolicy};
-pub use tries::{Joined, TryJoin};
+pub use tries::{Joined, RunEnd, TryJoin};
 
 /// Capacity of the op channel into a session task.
 pub const OP_CHANNEL_CAPACITY: usize = 64;

@@ -9,7 +9,7 @@ use keel_protocol::AssistantMessage;
 use tokio::sync::Notify;
 
 use super::*;
-use crate::{RemoteEvents, RemoteRun, RunsElsewhere, Watched};
+use crate::{RemoteEvents, RemoteRun, RunEnd, RunsElsewhere, Watched};
 
 fn answer(text: &str) -> Message {
     Message::Assistant(AssistantMessage {
@@ -31,6 +31,8 @@ fn answer(text: &str) -> Message {
 #[derive(Default)]
 struct Scripted {
     script: Vec<AgentEvent>,
+    /// Scripts for the first runs, one each, before `script`.
+    runs: Mutex<std::collections::VecDeque<Vec<AgentEvent>>>,
     fail: Option<String>,
     until_interrupted: bool,
     /// Released by the test before the run ends.
@@ -61,7 +63,8 @@ impl RunsElsewhere for Scripted {
         if let Some(fail) = &self.fail {
             return Err(fail.clone());
         }
-        for (at, event) in self.script.iter().enumerate() {
+        let script = self.runs.lock().unwrap().pop_front();
+        for (at, event) in script.as_ref().unwrap_or(&self.script).iter().enumerate() {
             events.event(event.clone(), at as u64 + 1).await;
         }
         if self.until_interrupted {
@@ -213,6 +216,68 @@ async fn a_try_that_died_elsewhere_and_the_next_are_one_run_here() {
             "agent_end"
         ]
     );
+}
+
+/// The session as the run there left it: `messages`, one after another.
+fn stored(messages: &[Message]) -> keel_session_store::SessionTree {
+    let entries: Vec<keel_session_store::Entry> = messages
+        .iter()
+        .enumerate()
+        .map(|(at, message)| keel_session_store::Entry {
+            id: format!("{:08x}", at + 1),
+            parent_id: (at > 0).then(|| format!("{at:08x}")),
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            body: keel_session_store::EntryBody::Message {
+                message: message.clone(),
+            },
+        })
+        .collect();
+    let leaf = entries.last().map(|e| e.id.clone());
+    keel_session_store::SessionTree::new(entries, Default::default(), leaf)
+}
+
+fn said(text: &str) -> Message {
+    Message::User(keel_protocol::UserMessage {
+        content: vec![ContentBlock::text(text)],
+        timestamp: 0,
+    })
+}
+
+/// A try died there (its `agent_end` lists nothing) and the next went on
+/// from the stored prompt (its `agent_end` lists its answer only): the
+/// run's end here lists the whole run, prompt first, as the session holds
+/// it, as a run of one try does; what the session held before the run is
+/// not listed again.
+#[tokio::test]
+async fn the_end_of_a_run_of_several_tries_lists_the_whole_run() {
+    let mut two_tries = vec![AgentEvent::AgentStart, AgentEvent::TurnStart];
+    two_tries.push(AgentEvent::AgentEnd { messages: vec![] });
+    two_tries.extend(a_run("second"));
+    let (mut h, _) = elsewhere(Scripted {
+        runs: Mutex::new([a_run("first")].into()),
+        script: two_tries,
+        ..Scripted::default()
+    });
+    let first = [said("one"), answer("first")];
+    h.log.reload_as(stored(&first));
+    h.prompt("one").await;
+    let events = h.run_to_end().await;
+    assert!(
+        matches!(
+            events.last(),
+            Some(AgentEvent::AgentEnd { messages }) if *messages == [answer("first")]
+        ),
+        "a run of one try ends as it ended there: {events:#?}"
+    );
+    let mut both = first.to_vec();
+    both.extend([said("two"), answer("second")]);
+    h.log.reload_as(stored(&both));
+    h.prompt("two").await;
+    let events = h.run_to_end().await;
+    let Some(AgentEvent::AgentEnd { messages }) = events.last() else {
+        panic!("{events:#?}")
+    };
+    assert_eq!(*messages, [said("two"), answer("second")]);
 }
 
 #[tokio::test]
@@ -373,7 +438,10 @@ async fn a_run_another_front_end_started_is_passed_on_and_ends_here() {
         .unwrap();
     watched
         .send(Watched::Ended {
-            end: Some(Box::new(logged(&run[3], 11))),
+            end: Some(Box::new(RunEnd {
+                end: logged(&run[3], 11),
+                several_tries: false,
+            })),
         })
         .await
         .unwrap();
@@ -389,6 +457,59 @@ async fn a_run_another_front_end_started_is_passed_on_and_ends_here() {
     );
     // Nothing ran here.
     assert!(h.provider.requests().is_empty());
+}
+
+/// A run another front-end started took two tries: its end here lists
+/// the whole run as the session, read again, holds it after what this
+/// front-end had read before the run.
+#[tokio::test]
+async fn a_watched_run_of_several_tries_ends_with_the_whole_run() {
+    let (mut h, watched) = watching();
+    let first = [said("one"), answer("first")];
+    h.log.reload_as(stored(&first));
+    let end = |messages, at, several_tries| Watched::Ended {
+        end: Some(Box::new(RunEnd {
+            end: logged(&AgentEvent::AgentEnd { messages }, at),
+            several_tries,
+        })),
+    };
+    // A first run, of one try, and the session read after it.
+    watched
+        .send(Watched::Event(Box::new(logged(&AgentEvent::AgentStart, 1))))
+        .await
+        .unwrap();
+    watched
+        .send(end(vec![answer("first")], 2, false))
+        .await
+        .unwrap();
+    assert_eq!(
+        places(&mut h).await,
+        [
+            ("agent_start", Some(1)),
+            ("agent_end", Some(2)),
+            ("agent_settled", Some(2))
+        ]
+    );
+    let mut both = first.to_vec();
+    both.extend([said("two"), answer("second")]);
+    h.log.reload_as(stored(&both));
+    watched
+        .send(Watched::Event(Box::new(logged(&AgentEvent::AgentStart, 3))))
+        .await
+        .unwrap();
+    watched
+        .send(end(vec![answer("second")], 6, true))
+        .await
+        .unwrap();
+    let _ = h.session.next_event().await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), h.session.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    let AgentEvent::AgentEnd { messages } = ended else {
+        panic!("{ended:?}")
+    };
+    assert_eq!(messages, [said("two"), answer("second")]);
 }
 
 #[tokio::test]
@@ -413,10 +534,10 @@ async fn what_is_heard_of_others_while_a_run_of_its_own_runs_is_dropped() {
         .await
         .unwrap();
     tx.send(Watched::Ended {
-        end: Some(Box::new(logged(
-            &AgentEvent::AgentEnd { messages: vec![] },
-            4,
-        ))),
+        end: Some(Box::new(RunEnd {
+            end: logged(&AgentEvent::AgentEnd { messages: vec![] }, 4),
+            several_tries: false,
+        })),
     })
     .await
     .unwrap();
