@@ -8,11 +8,13 @@
 //! plain serde data in camelCase, shaped after the official JSON Schema of
 //! Codex 0.169.0; unknown fields are ignored on input. Every type also
 //! derives `schemars::JsonSchema`: keel's own schema of the requests it
-//! answers ([`surface`]) is generated from them ([`export`]).
+//! answers ([`surface`]) is generated from them ([`export`]). It also
+//! holds the JSON lines of Codex's `exec --experimental-json` ([`exec`]).
 //!
 //! It must not know keel's agent (`keel-core`), tokio, or any transport:
 //! the `keel-app-server` crate translates between these types and sessions.
 
+pub mod exec;
 pub mod export;
 pub mod jsonrpc;
 mod method_table;

@@ -333,6 +333,7 @@ async fn compact(
                     m.min(settings.summary_tokens(window))
                 }),
         ),
+        output_schema: None,
     };
     let summary = summarise(provider.as_ref(), request, cancel).await?;
     let details = details(previous.and_then(|c| c.details.as_ref()), older);

@@ -155,6 +155,9 @@ pub struct SessionConfig {
     /// (a host that reconnects): a watch of runs elsewhere passes on what
     /// comes after it (see [`crate::RunsElsewhere::watch`]).
     pub log_seen: Option<u64>,
+    /// A JSON Schema the run's final answer must follow (structured
+    /// output): sent with every model call of the session's runs.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 impl SessionConfig {
@@ -179,6 +182,7 @@ impl SessionConfig {
             sandbox: None,
             sync_prompts: false,
             log_seen: None,
+            output_schema: None,
         }
     }
 }

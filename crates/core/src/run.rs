@@ -397,6 +397,7 @@ fn model_request(ctx: &RunCtx) -> (ModelRequest, Arc<dyn keel_llm::Provider>) {
             tools,
             thinking_level: s.config.thinking_level,
             max_output_tokens: s.config.model.max_output_tokens,
+            output_schema: s.config.output_schema.clone(),
         },
         s.provider.clone(),
     )

@@ -60,6 +60,9 @@ pub use provider::{
 pub use responses::ResponsesProvider;
 pub use unavailable::UnavailableProvider;
 
+/// The name a structured output's schema is sent under.
+pub const OUTPUT_SCHEMA_NAME: &str = "output";
+
 /// Everything one model call needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelRequest {
@@ -70,6 +73,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     pub thinking_level: ThinkingLevel,
     pub max_output_tokens: Option<u64>,
+    /// A JSON Schema the final answer's text must follow (structured
+    /// output), sent in each dialect's own field; `None` for free text.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// One normalised event of a streaming model response.

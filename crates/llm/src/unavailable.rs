@@ -52,6 +52,7 @@ mod tests {
             tools: Vec::new(),
             thinking_level: keel_protocol::ThinkingLevel::Off,
             max_output_tokens: None,
+            output_schema: None,
         };
         let Err(e) = p.stream(request, CancellationToken::new()).await else {
             panic!("a stream");

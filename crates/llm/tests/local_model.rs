@@ -47,6 +47,7 @@ mod model {
             tools,
             thinking_level: ThinkingLevel::Off,
             max_output_tokens: Some(max),
+            output_schema: None,
         }
     }
 

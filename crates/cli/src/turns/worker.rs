@@ -226,6 +226,28 @@ impl WorkerTurns {
                 ended = driving.drive(&mut session).await?;
             } else if !resumed && handle.answer_pending().await? {
                 ended = driving.drive(&mut session).await?;
+            } else if !resumed && turn.prompt.is_some() {
+                // A later try of a prompt's turn with nothing left to do:
+                // the prompt is stored and answered. Said, with what the
+                // session holds, for a look should it have been otherwise.
+                let tree = session_tree(&session);
+                let branch = tree.branch();
+                let base_found = turn
+                    .base_leaf
+                    .as_deref()
+                    .is_none_or(|base| branch.iter().any(|e| e.id == base));
+                let last = branch.iter().rev().find_map(|e| match &e.body {
+                    keel_session_store::EntryBody::Message { message } => Some(message.role()),
+                    _ => None,
+                });
+                tracing::info!(
+                    session = %turn.session_id,
+                    attempt,
+                    base_found,
+                    last_message = ?last,
+                    entries = branch.len(),
+                    "a later try found the turn's prompt stored and answered; nothing to run"
+                );
             }
         }
         if matches!(ended, Ended::Left) {

@@ -45,6 +45,8 @@
 //!   are sent as an object;
 //! - `cache_control: ephemeral` goes on the last block of the last two user
 //!   messages, so each turn reads the previous turn's cache;
+//! - with an output schema, `output_config: {"format": {"type":
+//!   "json_schema", "schema"}}`;
 //! - thinking: `{"type":"enabled","budget_tokens"}` with the budget of the
 //!   level ([`thinking_budget`]); `max_tokens` is `max_output_tokens`, else
 //!   budget + [`DEFAULT_MAX_TOKENS`]; a budget that leaves fewer than
@@ -132,6 +134,9 @@ pub fn build_request_body(request: &ModelRequest, provider: &str) -> Value {
     }
     if let Some(budget) = budget {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
+    if let Some(schema) = &request.output_schema {
+        body["output_config"] = json!({"format": {"type": "json_schema", "schema": schema}});
     }
     body
 }

@@ -74,6 +74,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         tools: Vec::new(),
         thinking_level: ThinkingLevel::Off,
         max_output_tokens: None,
+        output_schema: None,
     }
 }
 
@@ -331,5 +332,17 @@ fn empty_tool_results_have_no_content() {
     assert_eq!(
         body["messages"][1]["content"][0],
         json!({"type": "tool_result", "tool_use_id": "c1", "cache_control": CACHE()})
+    );
+}
+
+#[test]
+fn an_output_schema_is_an_output_config_format() {
+    let mut r = request(vec![user_text("hi")]);
+    let schema = json!({"type": "object"});
+    r.output_schema = Some(schema.clone());
+    let body = build_request_body(&r, "anthropic");
+    assert_eq!(
+        body["output_config"],
+        json!({"format": {"type": "json_schema", "schema": schema}})
     );
 }

@@ -95,6 +95,13 @@ pub(crate) fn request_body<'a>(
         } else {
             None
         },
+        response_format: request.output_schema.as_ref().map(|schema| {
+            serde_json::json!({"type": "json_schema", "json_schema": {
+                "name": crate::OUTPUT_SCHEMA_NAME,
+                "schema": schema,
+                "strict": true,
+            }})
+        }),
     }
 }
 
@@ -111,6 +118,10 @@ pub(crate) struct RequestBody<'a> {
     max_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    /// `{"type":"json_schema","json_schema":{"name","schema","strict"}}`
+    /// with an output schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -299,11 +310,29 @@ mod tests {
             tools: Vec::new(),
             thinking_level: ThinkingLevel::Off,
             max_output_tokens: None,
+            output_schema: None,
         }
     }
 
     fn config() -> ChatCompletionsConfig {
         ChatCompletionsConfig::new("test", "http://x/v1")
+    }
+
+    #[test]
+    fn an_output_schema_is_a_json_schema_response_format() {
+        let mut r = request(vec![user("hi")]);
+        let schema = json!({"type": "object"});
+        r.output_schema = Some(schema.clone());
+        let body = build_request_body(&r, &config());
+        assert_eq!(
+            body["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": true}})
+        );
+        assert!(
+            build_request_body(&request(vec![user("hi")]), &config())
+                .get("response_format")
+                .is_none()
+        );
     }
 
     #[test]

@@ -43,7 +43,9 @@
 //!   thinking level, summary `auto`) and `include:
 //!   ["reasoning.encrypted_content"]` only when thinking is not off. The
 //!   level must already be clamped to what the model supports (see
-//!   [`crate::catalog::effective_thinking`]); `off` sends no `reasoning`.
+//!   [`crate::catalog::effective_thinking`]); `off` sends no `reasoning`;
+//! - with an output schema, `text: {"format": {"type": "json_schema",
+//!   "name": "output", "schema", "strict": true}}`.
 
 use keel_protocol::{AssistantMessage, ContentBlock, ThinkingLevel};
 use serde_json::{Value, json};
@@ -88,6 +90,14 @@ pub fn build_request_body(request: &ModelRequest, provider: &str) -> Value {
     if let Some(effort) = reasoning_effort(request.thinking_level) {
         body["reasoning"] = json!({"effort": effort, "summary": "auto"});
         body["include"] = json!(["reasoning.encrypted_content"]);
+    }
+    if let Some(schema) = &request.output_schema {
+        body["text"] = json!({"format": {
+            "type": "json_schema",
+            "name": crate::OUTPUT_SCHEMA_NAME,
+            "schema": schema,
+            "strict": true,
+        }});
     }
     body
 }
@@ -264,10 +274,23 @@ mod tests {
             tools: Vec::new(),
             thinking_level: ThinkingLevel::Off,
             max_output_tokens: None,
+            output_schema: None,
         }
     }
 
     const SIGNATURE: &str = r#"{"type":"reasoning","id":"rs_1","status":"completed","summary":[{"type":"summary_text","text":"Plan"}],"encrypted_content":"gAAAA"}"#;
+
+    #[test]
+    fn an_output_schema_is_a_strict_json_schema_text_format() {
+        let mut r = request(vec![user(vec![ContentBlock::text("hi")])]);
+        let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+        r.output_schema = Some(schema.clone());
+        let body = build_request_body(&r, "openai");
+        assert_eq!(
+            body["text"],
+            json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": true}})
+        );
+    }
 
     #[test]
     fn minimal_body() {

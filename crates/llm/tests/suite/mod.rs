@@ -34,6 +34,7 @@ pub fn request(prompt: &str) -> ModelRequest {
         tools: Vec::new(),
         thinking_level: ThinkingLevel::Off,
         max_output_tokens: None,
+        output_schema: None,
     }
 }
 

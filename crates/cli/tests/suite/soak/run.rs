@@ -209,7 +209,11 @@ async fn the_cluster_keeps_every_promise_under_chaos() {
         // Kept for a look: m0–m2 the workers, m3/m4 the app-server
         // clients' front-ends, m5 the RPC one.
         let kept = logs.keep();
-        eprintln!("[soak] the processes' logs are in {}", kept.display());
+        keep_record(&kept, &sent, &transcripts, &threads);
+        eprintln!(
+            "[soak] the processes' logs, each connection's frames, the prompts sent and the threads read back are in {}",
+            kept.display()
+        );
     }
     assert!(
         bad.is_empty(),
@@ -224,4 +228,25 @@ async fn the_cluster_keeps_every_promise_under_chaos() {
     for w in workers {
         let _ = w.signal("KILL").await;
     }
+}
+
+/// Writes what the clients saw beside the processes' logs, for a look at
+/// a violation: one file of frames per connection, the prompts sent, and
+/// each thread as read back.
+fn keep_record(
+    dir: &std::path::Path,
+    sent: &[Sent],
+    transcripts: &[Transcript],
+    threads: &HashMap<String, serde_json::Value>,
+) {
+    for (i, frames) in transcripts.iter().enumerate() {
+        let lines: Vec<String> = frames.iter().map(|f| f.to_string()).collect();
+        let _ = std::fs::write(dir.join(format!("connection-{i}.jsonl")), lines.join("\n"));
+    }
+    let sent: Vec<String> = sent.iter().map(|s| format!("{s:?}")).collect();
+    let _ = std::fs::write(dir.join("sent.txt"), sent.join("\n"));
+    let _ = std::fs::write(
+        dir.join("threads.json"),
+        serde_json::to_string_pretty(threads).unwrap_or_default(),
+    );
 }
