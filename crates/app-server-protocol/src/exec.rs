@@ -37,7 +37,8 @@ pub enum ExecEvent {
     ItemUpdated { item: ExecItem },
     #[serde(rename = "item.completed")]
     ItemCompleted { item: ExecItem },
-    /// An error the stream cannot go on after.
+    /// An error on the way: a model call tried again (`Reconnecting...
+    /// 1/3 (…)`), as Codex says it.
     #[serde(rename = "error")]
     Error { message: String },
 }
@@ -76,7 +77,8 @@ pub enum ExecItem {
         command: String,
         /// Stdout and stderr as captured so far.
         aggregated_output: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// `null` until the command has exited.
+        #[serde(default)]
         exit_code: Option<i32>,
         status: CommandStatus,
     },
@@ -105,7 +107,7 @@ pub enum ExecItem {
         id: String,
         items: Vec<TodoItem>,
     },
-    /// A failure the turn went on after (a model call retried, …).
+    /// A warning the turn went on after.
     Error {
         id: String,
         message: String,
@@ -175,7 +177,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             line,
-            json!({"type": "item.started", "item": {"id": "item_0", "type": "command_execution", "command": "ls", "aggregated_output": "", "status": "in_progress"}})
+            json!({"type": "item.started", "item": {"id": "item_0", "type": "command_execution", "command": "ls", "aggregated_output": "", "exit_code": null, "status": "in_progress"}})
         );
         assert_eq!(
             serde_json::to_value(ExecEvent::TurnStarted).unwrap(),

@@ -47,7 +47,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub json: bool,
     /// Workspace directory (default: the current directory).
-    #[arg(long, short = 'C')]
+    #[arg(long, short = 'C', alias = "cd")]
     pub cwd: Option<PathBuf>,
     /// Resume a session by id, id prefix or file path.
     #[arg(long, conflicts_with = "continue_")]
@@ -88,9 +88,15 @@ pub struct ExecArgs {
     /// a turn started here. SIGINT interrupts it, as for a turn started here.
     #[arg(long, conflicts_with_all = ["prompt", "no_session", "fork_from", "here"])]
     pub attach: bool,
+    #[command(flatten)]
+    pub codex: crate::exec_codex::CodexArgs,
+    #[command(subcommand)]
+    pub resume: Option<crate::exec_codex::ExecCommand>,
 }
 
-pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(global: &GlobalArgs, mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    // Codex's options, mapped onto keel's (`crate::exec_codex`).
+    let codex = crate::exec_codex::apply(&mut args, &mut |w| warn(w))?;
     let cwd = match &args.cwd {
         Some(c) => std::path::absolute(c)?,
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -102,13 +108,23 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         return attach(global, &args, &cwd).await;
     }
     let prompt = read_prompt(args.prompt.as_deref())?;
-    if let Some(settings) = on_worker(global, &args)? {
+    // What a turn on a worker does not carry runs here.
+    let here_only =
+        args.codex.experimental_json || codex.output_schema.is_some() || !codex.images.is_empty();
+    if !here_only && let Some(settings) = on_worker(global, &args)? {
         return on_cluster(global, &args, &cwd, prompt, settings).await;
     }
-    let sandbox = crate::config::Settings::load(global)?
+    let mut sandbox = crate::config::Settings::load(global)?
         .file
         .sandbox
         .settings(args.sandbox.as_deref())?;
+    if let Some(on) = codex.network_access {
+        sandbox.policy.network_access = on;
+    }
+    sandbox
+        .policy
+        .writable_roots
+        .extend(codex.writable_roots.iter().cloned());
     let resolved = resolve(global, &args.model)?;
     let provider = build_provider(&resolved)?;
     // An unknown model runs with conservative defaults; an unsupported
@@ -152,6 +168,7 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         elsewhere: None,
         fence: None,
         sync_prompts: false,
+        output_schema: codex.output_schema.clone(),
         log_seen: None,
     });
     if let Some(servers) = &mcp {
@@ -169,16 +186,26 @@ pub async fn run(global: &GlobalArgs, args: ExecArgs) -> anyhow::Result<ExitCode
         .resume_interrupted()
         .await
         .context("cannot resume the cut-off turn")?;
+    let mut out = if args.codex.experimental_json {
+        let mut stream = crate::exec_codex::stream::CodexStream::new(cwd.clone());
+        stream.thread_started(&session.snapshot().session_id);
+        Output::Codex(stream)
+    } else {
+        Output::Keel(Renderer::new(args.json))
+    };
     let mut outcome = Outcome::Done;
     if resumed {
-        outcome = drive(&mut session, args.json).await?;
+        outcome = drive(&mut session, &mut out).await?;
     }
     if matches!(outcome, Outcome::Done) {
         session
-            .submit(Op::Prompt(UserInput::text(prompt)))
+            .submit(Op::Prompt(UserInput {
+                message: prompt,
+                images: codex.images,
+            }))
             .await
             .context("cannot start the run")?;
-        outcome = drive(&mut session, args.json).await?;
+        outcome = drive(&mut session, &mut out).await?;
     }
     session.shutdown().await;
     // The session is over: its MCP servers (and their process groups) end.
@@ -298,8 +325,29 @@ pub(crate) enum Outcome {
     Failed(String),
 }
 
-async fn drive(session: &mut Session, json: bool) -> anyhow::Result<Outcome> {
-    let mut renderer = Renderer::new(json);
+/// Where a run's events go: keel's output, or Codex's JSON lines.
+enum Output {
+    Keel(Renderer),
+    Codex(crate::exec_codex::stream::CodexStream),
+}
+
+impl Output {
+    fn event(&mut self, event: &AgentEvent) {
+        match self {
+            Output::Keel(renderer) => renderer.event(event),
+            Output::Codex(stream) => stream.write(event),
+        }
+    }
+
+    fn tick(&mut self) {
+        match self {
+            Output::Keel(renderer) => renderer.tick(),
+            Output::Codex(_) => {}
+        }
+    }
+}
+
+async fn drive(session: &mut Session, renderer: &mut Output) -> anyhow::Result<Outcome> {
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut ticker = tokio::time::interval(Duration::from_millis(100));

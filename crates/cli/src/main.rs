@@ -8,6 +8,7 @@ mod cluster;
 mod config;
 mod durable_waits;
 mod exec;
+mod exec_codex;
 mod inspect;
 mod logging;
 mod mcp_cmd;
@@ -76,6 +77,7 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent once on a prompt in the current directory.
+    #[command(disable_help_subcommand = true)]
     Exec(exec::ExecArgs),
     /// Serve the Codex-compatible app-server protocol (docs/app-server.md).
     AppServer(app_server::AppServerArgs),

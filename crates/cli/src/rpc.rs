@@ -392,6 +392,7 @@ impl SessionFactory for CliFactory {
             elsewhere: self.elsewhere.clone(),
             fence: None,
             sync_prompts: false,
+            output_schema: None,
             log_seen: match &target {
                 OpenTarget::Resume { log_seen, .. } => *log_seen,
                 OpenTarget::New { .. } | OpenTarget::Fork { .. } => None,

@@ -98,6 +98,8 @@ pub struct SessionSpec<'a> {
     /// The last place in the session's event log the host has seen (a
     /// host that reconnects to a session whose turns run on workers).
     pub log_seen: Option<u64>,
+    /// The schema the runs' final answers follow (structured output).
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// The approvals engine on the configured store (`$KEEL_HOME/keel.db` by
@@ -162,6 +164,7 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .fence(spec.fence)
         .sync_prompts(spec.sync_prompts)
         .log_seen(spec.log_seen)
+        .output_schema(spec.output_schema)
         .spawn()
 }
 

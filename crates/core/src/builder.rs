@@ -185,6 +185,12 @@ impl SessionBuilder {
         self
     }
 
+    /// The schema of the runs' final answers ([`SessionConfig::output_schema`]).
+    pub fn output_schema(mut self, schema: Option<serde_json::Value>) -> Self {
+        self.config.output_schema = schema;
+        self
+    }
+
     pub fn compaction(mut self, compaction: CompactionSettings) -> Self {
         self.config.compaction = compaction;
         self

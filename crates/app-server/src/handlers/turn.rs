@@ -33,7 +33,8 @@ fn thread(ctx: &RequestCtx, id: &str) -> Result<Arc<LoadedThread>, RpcError> {
         .ok_or_else(|| RpcError::thread_not_found(id))
 }
 
-fn mime_of(path: &Path) -> &'static str {
+/// The image MIME type of a file, by its extension (`image/png` when unknown).
+pub fn mime_of(path: &Path) -> &'static str {
     match path
         .extension()
         .and_then(|e| e.to_str())

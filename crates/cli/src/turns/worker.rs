@@ -459,6 +459,7 @@ impl WorkerTurns {
             extra_tools: tools,
             elsewhere: None,
             sync_prompts: true,
+            output_schema: None,
             log_seen: None,
         });
         // The host's URIs are the front-end's to serve.

@@ -6,6 +6,7 @@
 
 mod acp;
 mod codex_sdk;
+mod codex_ts_sdk;
 mod pi_rpc;
 
 use std::path::{Path, PathBuf};
