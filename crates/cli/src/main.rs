@@ -4,6 +4,7 @@
 
 mod app_server;
 mod approvals;
+mod claude;
 mod cluster;
 mod config;
 mod durable_waits;
@@ -119,6 +120,15 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let subcommands: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    let names: Vec<&str> = subcommands.iter().map(String::as_str).collect();
+    if claude::invoked(&argv, &names) {
+        return claude_main(&argv);
+    }
     let cli = Cli::parse();
     let _log_guard = match logging::init(cli.global.log_file.as_deref()) {
         Ok(g) => g,
@@ -212,6 +222,55 @@ fn main() -> ExitCode {
     });
     // Everything that matters has been awaited; do not wait for a blocking
     // read of stdin that may never return (protocol modes on SIGTERM).
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            report_error(&e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Claude Code's headless mode (the Claude Agent SDKs spawn it): one
+/// session on the main thread, as RPC mode.
+fn claude_main(argv: &[std::ffi::OsString]) -> ExitCode {
+    let global = GlobalArgs {
+        home: std::env::var_os("KEEL_HOME").map(PathBuf::from),
+        log_file: std::env::var_os("KEEL_LOG_FILE").map(PathBuf::from),
+        database: None,
+        temporal: None,
+    };
+    let _log_guard = match logging::init(global.log_file.as_deref()) {
+        Ok(g) => g,
+        Err(e) => {
+            report_error(&e);
+            return ExitCode::from(2);
+        }
+    };
+    let args = match claude::ClaudeArgs::parse(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            report_error(&e);
+            return ExitCode::from(2);
+        }
+    };
+    keel_core::SystemClock::warm_up();
+    cluster::apply_database_flag(&global);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(&anyhow::anyhow!("cannot start the async runtime: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let result = runtime.block_on(async move {
+        cluster::open_shared_sessions(&global).await?;
+        claude::run(&global, args).await
+    });
     runtime.shutdown_background();
     match result {
         Ok(code) => code,

@@ -138,6 +138,12 @@ pub fn approval_gate_opening(
 /// Spawns a session with the built-in tools over the local machine
 /// (through core's [`SessionBuilder`]).
 pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
+    session_builder(spec).spawn()
+}
+
+/// The builder [`spawn_session`] spawns, for a front end that adds to it
+/// (a host's system prompt).
+pub fn session_builder(spec: SessionSpec<'_>) -> SessionBuilder {
     let id = spec
         .writer
         .map(|w| w.id().to_owned())
@@ -165,7 +171,6 @@ pub fn spawn_session(spec: SessionSpec<'_>) -> Session {
         .sync_prompts(spec.sync_prompts)
         .log_seen(spec.log_seen)
         .output_schema(spec.output_schema)
-        .spawn()
 }
 
 /// Starts the MCP servers `config.toml` configures for sessions in `cwd`

@@ -126,6 +126,16 @@ pub trait ApprovalGate: Send + Sync {
         0
     }
 
+    /// The input `call` runs with instead of the model's, when whoever
+    /// decided it changed it (a host's permission callback or hook that
+    /// answered with an updated input); asked once, after a decision that
+    /// lets the call run. The sandbox confines the call as it runs with
+    /// the new input. The default changes nothing.
+    async fn rewrite(&self, call: &ToolCallInfo) -> Option<Value> {
+        let _ = call;
+        None
+    }
+
     /// The user aborted the session's run: cancel what its turn waits on.
     async fn abort(&self, session_id: &str) {
         let _ = session_id;

@@ -758,3 +758,48 @@ mod handle;
 mod resume;
 mod retry;
 mod todo;
+
+/// A gate that lets every call run with the input its decider gave it.
+struct Rewrites(Value);
+
+#[async_trait::async_trait]
+impl ApprovalGate for Rewrites {
+    async fn check(&self, _call: &ToolCallInfo) -> GateDecision {
+        GateDecision::Allow
+    }
+    async fn rewrite(&self, _call: &ToolCallInfo) -> Option<Value> {
+        Some(self.0.clone())
+    }
+}
+
+#[tokio::test]
+async fn a_call_runs_with_the_input_its_decider_gave_it() {
+    let tool = FakeTool::new("echo", false);
+    let mut h = harness_with(
+        vec![
+            calls(&[("c1", "echo", json!({"say": "rm -rf"}))]),
+            text("ok"),
+        ],
+        vec![tool.clone()],
+        Arc::new(Rewrites(json!({"say": "hello"}))),
+        |_| {},
+    );
+    h.prompt("go").await;
+    let events = h.run_to_end().await;
+    assert_eq!(*tool.calls.lock().unwrap(), vec![json!({"say": "hello"})]);
+    // The host hears of the input the call ran with; the model's message
+    // keeps what the model asked for.
+    let started = events.iter().find_map(|e| match e {
+        AgentEvent::ToolExecutionStart { args, .. } => Some(args.clone()),
+        _ => None,
+    });
+    assert_eq!(started, Some(json!({"say": "hello"})));
+    let asked = h.session.messages().iter().find_map(|m| match m {
+        Message::Assistant(a) => a.content.iter().find_map(|b| match b {
+            ContentBlock::ToolCall { arguments, .. } => Some(arguments.clone()),
+            _ => None,
+        }),
+        _ => None,
+    });
+    assert_eq!(asked, Some(json!({"say": "rm -rf"})));
+}

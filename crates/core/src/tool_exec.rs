@@ -261,10 +261,18 @@ async fn run_one(
         emit_start(ctx, id, name, args).await;
         return (ToolResult::text(format!("Tool {name} not found")), true);
     };
-    let info = call_info(ctx, id, name, args);
+    let mut info = call_info(ctx, id, name, args);
     let decision = decide(ctx, &info, cancel).await;
     crate::approval_entry::record(ctx, &info, &decision).await;
-    emit_start(ctx, id, name, args).await;
+    let lets_run = matches!(
+        decision,
+        GateDecision::Allow | GateDecision::Covered | GateDecision::Approved { .. }
+    );
+    // Whoever decided may have changed the input the call runs with.
+    if lets_run && let Some(rewritten) = ctx.deps.gate.rewrite(&info).await {
+        info = call_info(ctx, id, name, &rewritten);
+    }
+    emit_start(ctx, id, name, &info.args).await;
     let approval_id = match decision {
         GateDecision::Allow => None,
         GateDecision::Covered => Some(None),

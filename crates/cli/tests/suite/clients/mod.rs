@@ -5,6 +5,7 @@
 //! installed is skipped with a message; under `CI` that fails.
 
 mod acp;
+mod claude_agent_sdk;
 mod codex_sdk;
 mod codex_ts_sdk;
 mod pi_rpc;

@@ -1,0 +1,388 @@
+//! Opening the keel session a Claude SDK drives: the model (keel's
+//! configuration, or the SDK's `ANTHROPIC_BASE_URL`/`ANTHROPIC_API_KEY`
+//! when keel names no provider), the session file (`--resume`,
+//! `--continue`, `--fork-session`, `--no-session-persistence`), the
+//! approval gate with the SDK as its front end, the MCP servers
+//! (`config.toml`'s and `--mcp-config`'s) and the tools the model sees
+//! (`--tools`, `--disallowedTools`). It writes nothing to stdout.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use keel_core::keel_approvals::Lifetime;
+use keel_core::{EngineGate, Session};
+use keel_protocol::{Message, ThinkingLevel};
+use keel_session_store::{SessionStore, SessionTree, SessionWriter};
+use serde_json::Value;
+
+use super::args::ClaudeArgs;
+use super::gate::{ClaudeFrontend, ClaudeGate, Policy, ToolRule, add_rule};
+use super::peer::Peer;
+use super::wire::keel_name;
+use crate::GlobalArgs;
+use crate::config::{ModelArgs, Resolved, resolve};
+use crate::setup::{
+    SessionSpec, approval_gate, build_provider, model_info, record_model, session_builder,
+};
+
+/// What the SDK's `initialize` adds to the command line.
+#[derive(Debug, Clone, Default)]
+pub struct HostConfig {
+    /// Replaces keel's system prompt (when not empty).
+    pub system_prompt: Option<String>,
+    /// Follows keel's system prompt (the `claude_code` preset's `append`).
+    pub append_system_prompt: Option<String>,
+    pub json_schema: Option<Value>,
+}
+
+impl HostConfig {
+    /// The command line's part.
+    pub fn from_args(args: &ClaudeArgs) -> anyhow::Result<Self> {
+        let json_schema = match &args.json_schema {
+            Some(text) => {
+                Some(serde_json::from_str(text).context("--json-schema is not a JSON schema")?)
+            }
+            None => None,
+        };
+        Ok(Self {
+            system_prompt: args.system_prompt.clone(),
+            append_system_prompt: args.append_system_prompt.clone(),
+            json_schema,
+        })
+    }
+
+    /// `initialize`'s fields, over the command line's.
+    pub fn take_initialize(&mut self, request: &Value) {
+        let prompt = match request.get("systemPrompt") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Array(parts)) => Some(
+                parts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n\n"),
+            ),
+            _ => None,
+        };
+        if let Some(p) = prompt.filter(|p| !p.trim().is_empty()) {
+            self.system_prompt = Some(p);
+        }
+        if let Some(a) = request.get("appendSystemPrompt").and_then(Value::as_str) {
+            self.append_system_prompt = Some(a.to_owned());
+        }
+        if let Some(s) = request.get("jsonSchema").filter(|s| s.is_object()) {
+            self.json_schema = Some(s.clone());
+        }
+    }
+}
+
+/// The model of the SDK's Anthropic settings when it names none.
+const DEFAULT_CLAUDE_MODEL: &str = "claude-sonnet-4-5";
+
+/// The model flags: keel's environment, else the SDK's Anthropic one.
+fn model_args() -> ModelArgs {
+    #[derive(Parser)]
+    struct FromEnv {
+        #[command(flatten)]
+        model: ModelArgs,
+    }
+    let mut m = FromEnv::try_parse_from(["keel"])
+        .map(|f| f.model)
+        .unwrap_or_default();
+    let base = std::env::var("ANTHROPIC_BASE_URL").ok();
+    let key = std::env::var_os("ANTHROPIC_API_KEY").is_some();
+    if m.provider.is_none()
+        && m.profile.is_none()
+        && m.model_path.is_none()
+        && (base.is_some() || key)
+    {
+        m.provider = Some("anthropic".to_owned());
+        if let Some(base) = base {
+            m.base_url = Some(format!("{}/v1", base.trim_end_matches('/')));
+        }
+        m.api_key_env = Some("ANTHROPIC_API_KEY".to_owned());
+    }
+    m
+}
+
+/// The model the session starts with: `--model` picks the configured
+/// provider's model, unless `KEEL_MODEL` pins one (a model the provider
+/// cannot take leaves the configuration's own).
+pub fn resolve_model(global: &GlobalArgs, args: &ClaudeArgs) -> anyhow::Result<Resolved> {
+    let margs = model_args();
+    let anthropic = margs.provider.as_deref() == Some("anthropic");
+    let mut resolved = match (&margs.model, &args.model) {
+        (None, Some(model)) => {
+            let asked = ModelArgs {
+                model: Some(model.clone()),
+                ..margs.clone()
+            };
+            match resolve(global, &asked) {
+                Ok(r) => r,
+                // The configuration's own model, when the SDK's is not one
+                // its provider can take.
+                Err(e) => resolve(global, &margs).map_err(|_| e)?,
+            }
+        }
+        (None, None) if anthropic => resolve(
+            global,
+            &ModelArgs {
+                model: Some(DEFAULT_CLAUDE_MODEL.to_owned()),
+                ..margs.clone()
+            },
+        )?,
+        _ => resolve(global, &margs)?,
+    };
+    if let Some(level) = thinking(args) {
+        resolved.thinking = level;
+    }
+    Ok(resolved)
+}
+
+/// `--thinking`, `--max-thinking-tokens` and `--effort` as keel's level.
+fn thinking(args: &ClaudeArgs) -> Option<ThinkingLevel> {
+    if args.thinking.as_deref() == Some("disabled") {
+        return Some(ThinkingLevel::Off);
+    }
+    if let Some(effort) = &args.effort {
+        return Some(match effort.as_str() {
+            "low" => ThinkingLevel::Low,
+            "medium" => ThinkingLevel::Medium,
+            "high" => ThinkingLevel::High,
+            _ => ThinkingLevel::Xhigh,
+        });
+    }
+    args.max_thinking_tokens.map(|n| match n {
+        0 => ThinkingLevel::Off,
+        1..=2048 => ThinkingLevel::Low,
+        2049..=16384 => ThinkingLevel::Medium,
+        _ => ThinkingLevel::High,
+    })
+}
+
+/// An opened session and what was opened with it.
+pub struct Opened {
+    pub session: Session,
+    pub writer: Option<SessionWriter>,
+    pub mcp: Option<Arc<keel_mcp::McpServers>>,
+    pub resolved: Resolved,
+    pub engine_gate: Arc<EngineGate>,
+}
+
+type Files = (Option<SessionWriter>, Vec<Message>, Option<SessionTree>);
+
+async fn session_file(args: &ClaudeArgs, cwd: &Path, resolved: &Resolved) -> anyhow::Result<Files> {
+    if args.no_session_persistence {
+        return Ok((None, Vec::new(), None));
+    }
+    let store = SessionStore::for_home(&resolved.home);
+    let existing = match (&args.resume, args.continue_) {
+        (Some(id), _) => Some(store.resolve(cwd, id).await?),
+        (None, true) => store.latest(cwd).await?.map(|s| s.path),
+        (None, false) => None,
+    };
+    let Some(path) = existing else {
+        let writer = store.create(cwd, None).await?;
+        record_model(&writer, &resolved.provider, &resolved.model).await?;
+        return Ok((Some(writer), Vec::new(), None));
+    };
+    let loaded = keel_session_store::load(&path)
+        .await
+        .with_context(|| format!("cannot load session {}", path.display()))?;
+    if args.fork_session {
+        let branch: Vec<keel_session_store::Entry> =
+            loaded.tree().branch_to(None).into_iter().cloned().collect();
+        let (writer, mut tree) = store
+            .create_branch(cwd, Some(loaded.path.display().to_string()), branch)
+            .await?;
+        let history = tree.context().messages;
+        tree.push(record_model(&writer, &resolved.provider, &resolved.model).await?);
+        return Ok((Some(writer), history, Some(tree)));
+    }
+    let (writer, history, tree) = crate::setup::reopen_with_model(loaded, resolved).await?;
+    Ok((Some(writer), history, Some(tree)))
+}
+
+/// `--mcp-config` values (JSON, or a file holding it) as keel's servers.
+fn mcp_config(
+    values: &[String],
+    warn: &mut dyn FnMut(&str),
+) -> anyhow::Result<BTreeMap<String, keel_mcp::McpServerConfig>> {
+    let mut out = BTreeMap::new();
+    for value in values {
+        let text = if value.trim_start().starts_with('{') {
+            value.clone()
+        } else {
+            std::fs::read_to_string(value)
+                .with_context(|| format!("--mcp-config: cannot read {value}"))?
+        };
+        let parsed: Value = serde_json::from_str(&text).context("--mcp-config is not JSON")?;
+        let servers = parsed.get("mcpServers").and_then(Value::as_object);
+        for (name, s) in servers.into_iter().flatten() {
+            let kind = s.get("type").and_then(Value::as_str).unwrap_or("stdio");
+            if kind == "sdk" {
+                warn(&format!(
+                    "MCP server {name} runs in the SDK's process; keel does not reach such servers"
+                ));
+                continue;
+            }
+            let strings = |key: &str| -> BTreeMap<String, String> {
+                s.get(key)
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let config = keel_mcp::McpServerConfig {
+                command: s.get("command").and_then(Value::as_str).map(str::to_owned),
+                args: s
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                env: strings("env"),
+                url: s.get("url").and_then(Value::as_str).map(str::to_owned),
+                http_headers: strings("headers"),
+                enabled: true,
+                ..keel_mcp::McpServerConfig::default()
+            };
+            config
+                .transport()
+                .map_err(|e| anyhow::anyhow!("--mcp-config: server {name}: {e}"))?;
+            out.insert(name.clone(), config);
+        }
+    }
+    Ok(out)
+}
+
+/// Everything needed to open the session.
+pub struct Request<'a> {
+    pub global: &'a GlobalArgs,
+    pub args: &'a ClaudeArgs,
+    pub cwd: &'a Path,
+    pub host: &'a HostConfig,
+    pub policy: Arc<Policy>,
+    pub peer: Arc<Peer>,
+}
+
+pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Result<Opened> {
+    let Request {
+        global,
+        args,
+        cwd,
+        host,
+        policy,
+        peer,
+    } = req;
+    let resolved = resolve_model(global, args)?;
+    if let Some(w) = &resolved.warning {
+        warn(w);
+    }
+    let provider = build_provider(&resolved)?;
+    let settings = crate::config::Settings::load(global)?.file;
+    let mut sandbox = settings.sandbox.settings(None)?;
+    sandbox
+        .policy
+        .writable_roots
+        .extend(args.add_dir.iter().map(PathBuf::from));
+    let (writer, history, tree) = session_file(args, cwd, &resolved).await?;
+    let engine_gate = approval_gate(&resolved.home, cwd, None).await;
+    engine_gate.set_frontend(Arc::new(ClaudeFrontend {
+        engine: engine_gate.engine().ok().cloned(),
+        policy: policy.clone(),
+        peer: peer.clone(),
+    }));
+    let gate = Arc::new(ClaudeGate {
+        inner: engine_gate.clone(),
+        policy: policy.clone(),
+        peer,
+    });
+    let mut servers = keel_mcp::workspace::servers_for(&resolved.home, &settings.mcp_servers, cwd);
+    servers.extend(mcp_config(&args.mcp_config, warn)?);
+    let mcp = crate::setup::start_mcp(&servers, cwd).await;
+    let builder = session_builder(SessionSpec {
+        cwd,
+        home: &resolved.home,
+        model: model_info(&resolved),
+        provider,
+        thinking: resolved.thinking,
+        writer: writer.as_ref(),
+        history,
+        tree,
+        retry: resolved.retry,
+        compaction: resolved.compaction,
+        gate,
+        sandbox,
+        extra_tools: crate::setup::mcp_tools(mcp.as_ref()),
+        elsewhere: None,
+        fence: None,
+        sync_prompts: false,
+        output_schema: host.json_schema.clone(),
+        log_seen: None,
+    });
+    let session = builder
+        .system_prompt(host.system_prompt.clone())
+        .developer_instructions(host.append_system_prompt.as_deref())
+        .spawn();
+    let handle = session.handle();
+    // The tools the model sees: `--tools`, less what is disallowed.
+    let only: Option<Vec<String>> = args
+        .tools
+        .as_ref()
+        .map(|t| t.iter().map(|n| keel_name(n)).collect());
+    let removed: Vec<String> = args
+        .disallowed_tools
+        .iter()
+        .map(|t| ToolRule::parse(t))
+        .filter(|r| r.content.is_none())
+        .map(|r| r.tool)
+        .collect();
+    let tools: Vec<_> = handle
+        .tools()
+        .into_iter()
+        .filter(|t| {
+            let name = t.name();
+            let builtin = !name.starts_with(keel_mcp::TOOL_PREFIX);
+            !removed.iter().any(|r| r == name)
+                && (!builtin || only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)))
+        })
+        .collect();
+    handle.set_tools(tools);
+    if let Some(servers) = &mcp {
+        let (swap, open) = (session.handle(), session.handle());
+        keel_mcp::follow(
+            servers,
+            move || !open.is_closed(),
+            move |tools| swap.swap_tools(keel_mcp::TOOL_PREFIX, tools),
+        );
+    }
+    // `allowedTools`: always-allow rules of this session.
+    let session_id = session.snapshot().session_id;
+    if let Ok(engine) = engine_gate.engine() {
+        for text in &args.allowed_tools {
+            let lifetime = Lifetime::Session {
+                session_id: session_id.clone(),
+            };
+            if let Err(e) = add_rule(engine, cwd, text, lifetime).await {
+                warn(&format!("--allowedTools {text}: {e}"));
+            }
+        }
+    }
+    Ok(Opened {
+        session,
+        writer,
+        mcp,
+        resolved,
+        engine_gate,
+    })
+}

@@ -1,0 +1,202 @@
+//! Anthropic's Claude Agent SDK (`@anthropic-ai/claude-agent-sdk`), as
+//! published on npm, with `keel` as its `pathToClaudeCodeExecutable` and
+//! the SDK's own model settings (`ANTHROPIC_BASE_URL` at the mock, which
+//! speaks the Messages API): one query, partial messages, `canUseTool`
+//! allow with an updated input, deny, deny with interrupt, a PreToolUse
+//! hook, streaming input, `interrupt()`, the control methods, structured
+//! output and resume in a new process.
+
+use keel_test_support::{anthropic, tool_call};
+use serde_json::{Value, json};
+
+use super::{npm_client, run_node};
+use crate::suite::Env;
+
+/// The script's environment: the SDK's own names for the model server.
+fn sdk_env(env: &Env) -> Vec<(&'static str, String)> {
+    vec![
+        ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
+        ("KEEL_TEST_WS", env.ws().display().to_string()),
+        ("KEEL_HOME", env.home.path().display().to_string()),
+        ("HOME", env.home.path().display().to_string()),
+        ("ANTHROPIC_BASE_URL", env.mock.url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test-claude-sdk".to_owned()),
+    ]
+}
+
+fn write(id: &str, path: &str, content: &str) -> keel_test_support::MockResponse {
+    anthropic::tool_calls(vec![tool_call(
+        id,
+        "write",
+        json!({"path": path, "content": content}),
+    )])
+}
+
+fn bash(id: &str, command: &str) -> keel_test_support::MockResponse {
+    anthropic::tool_calls(vec![tool_call(id, "bash", json!({"command": command}))])
+}
+
+#[tokio::test]
+async fn claude_agent_sdk_drives_keel_unchanged() {
+    if !npm_client("@anthropic-ai/claude-agent-sdk") {
+        return;
+    }
+    let env = Env::new().await;
+    std::fs::write(env.ws().join("keep.txt"), "kept\n").unwrap();
+    env.mock.push_all([
+        anthropic::text("Hello there."),
+        anthropic::text("Streamed."),
+        write("c1", "a.txt", "one\n"),
+        anthropic::text("Wrote it."),
+        write("c2", "b.txt", "b\n"),
+        anthropic::text("Understood."),
+        write("c3", "c.txt", "c\n"),
+        bash("c4", "rm -f keep.txt"),
+        anthropic::text("Skipped."),
+        anthropic::text("First."),
+        anthropic::text("Second."),
+        bash("c5", "sleep 30"),
+        write("c6", "d.txt", "d\n"),
+        anthropic::text("Done."),
+        anthropic::text("{\"ok\":true}"),
+        anthropic::text("Again."),
+    ]);
+    let out = run_node("claude_agent_sdk.mjs", &sdk_env(&env)).await;
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+
+    // One query: init, the answer, the result with usage and the session.
+    let q = &out["query"];
+    assert_eq!(
+        q["kinds"],
+        json!(["system/init", "assistant", "result/success"]),
+        "{out:#}"
+    );
+    assert_eq!(q["texts"], json!(["Hello there."]));
+    let result = &q["result"];
+    assert_eq!(result["result"], "Hello there.");
+    assert_eq!(result["usage"]["input_tokens"], 10, "{result:#}");
+    assert_eq!(result["usage"]["output_tokens"], 5);
+    assert_eq!(result["num_turns"], 1);
+    let session_id = result["session_id"].as_str().unwrap();
+    assert_eq!(q["init"]["session_id"], session_id);
+    assert_eq!(q["init"]["model"], "claude-sonnet-4-5");
+    assert!(
+        q["init"]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Bash")),
+        "{:#}",
+        q["init"]
+    );
+    // The SDK's model, key and server reached the model.
+    let first = &env.mock.requests()[0];
+    assert_eq!(first.path, "/v1/messages");
+    assert_eq!(first.body["model"], "claude-sonnet-4-5");
+    assert_eq!(first.headers["x-api-key"], "sk-ant-test-claude-sdk");
+    // An ordinary keel session.
+    let listed = env
+        .keel()
+        .args(["sessions", "list", "--json"])
+        .run()
+        .await
+        .unwrap();
+    assert!(listed.stdout.contains(session_id), "{}", listed.stdout);
+
+    // Partial messages: Anthropic's stream events, in order.
+    let mut partial: Vec<Value> = out["partial"].as_array().unwrap().clone();
+    partial.dedup();
+    assert_eq!(
+        json!(partial),
+        json!([
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]),
+        "{out:#}"
+    );
+
+    // canUseTool: asked with Claude Code's names; the updated input ran.
+    let allow = &out["allowUpdated"];
+    assert_eq!(allow["asked"][0]["toolName"], "Write", "{allow:#}");
+    assert_eq!(allow["asked"][0]["input"]["file_path"], "a.txt");
+    assert_eq!(allow["asked"][0]["signal"], true);
+    assert_eq!(allow["file"], "two\n");
+    assert_eq!(allow["results"][0]["is_error"], false, "{allow:#}");
+    assert_eq!(allow["result"]["result"], "Wrote it.");
+
+    // Deny: the model reads the message; nothing was written.
+    let deny = &out["deny"];
+    assert_eq!(deny["exists"], false);
+    assert_eq!(deny["results"][0]["is_error"], true);
+    let denied = deny["results"][0]["content"].as_str().unwrap();
+    assert!(denied.contains("not that file"), "{deny:#}");
+    assert_eq!(
+        deny["result"]["permission_denials"][0]["tool_name"], "Write",
+        "{deny:#}"
+    );
+
+    // Deny with interrupt: the turn ends there.
+    let stop = &out["denyInterrupt"];
+    assert_eq!(stop["exists"], false);
+    assert_eq!(stop["result"]["type"], "result", "{stop:#}");
+
+    // The hook saw the command and kept the file.
+    let hook = &out["hook"];
+    assert_eq!(
+        hook["inputs"],
+        json!([{"event": "PreToolUse", "tool": "Bash", "command": "rm -f keep.txt"}])
+    );
+    assert_eq!(hook["kept"], true);
+    let text = hook["results"][0]["content"].as_str().unwrap();
+    assert!(text.contains("no deleting here"), "{hook:#}");
+
+    // Streaming input: one result per message.
+    assert_eq!(
+        out["streaming"],
+        json!([
+            {"subtype": "success", "result": "First."},
+            {"subtype": "success", "result": "Second."}
+        ])
+    );
+
+    // interrupt(): the command stops and the run ends with an error result.
+    let int = &out["interrupt"];
+    assert_eq!(
+        int["result"]["subtype"], "error_during_execution",
+        "{int:#}"
+    );
+
+    // The control methods.
+    let c = &out["controls"];
+    assert_eq!(c["mode"], json!({"mode": "acceptEdits"}), "{c:#}");
+    assert!(c["bad"].as_str().unwrap().contains("nonsense"), "{c:#}");
+    assert!(c["models"].as_array().is_some_and(|m| !m.is_empty()));
+    assert_eq!(c["mcp"], json!([]));
+    // acceptEdits: a write in the workspace runs unasked.
+    assert_eq!(c["asked"], json!([]), "{c:#}");
+    assert_eq!(c["file"], true);
+    let models: Vec<Value> = env
+        .mock
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert!(models.contains(&json!("claude-opus-4-1")), "{models:?}");
+
+    // Structured output.
+    assert_eq!(
+        out["structured"],
+        json!({"subtype": "success", "structured": {"ok": true}})
+    );
+
+    // Resume in a new process: the same session, with its history.
+    let resumed = &out["resumed"];
+    assert_eq!(resumed["session_id"], session_id);
+    assert_eq!(resumed["result"], "Again.");
+    let last = env.mock.requests().last().unwrap().body.clone();
+    assert!(last.to_string().contains("say hi"), "{last:#}");
+    assert_eq!(env.mock.pending_responses(), 0);
+}
