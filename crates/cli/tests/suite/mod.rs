@@ -2,6 +2,7 @@
 
 mod app_server;
 mod approvals;
+mod claude_headless;
 mod clients;
 mod cluster;
 mod cluster_front_ends;

@@ -1,0 +1,219 @@
+//! Claude Code's headless protocol spoken to the real binary frame by
+//! frame, for what a published SDK never sends: frames that cannot be
+//! read (each gets an error frame and nothing else changes), and an SDK
+//! that goes away mid-turn (SIGTERM, or both pipes closed) leaving a
+//! session another process resumes.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use keel_test_support::{anthropic, tool_call};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::suite::Env;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `keel` as the Claude Agent SDK spawns it, on the mock's Messages API.
+fn headless(env: &Env, extra: &[&str]) -> keel_test_support::KeelCommand {
+    env.keel()
+        .args([
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+            "--model",
+            "claude-sonnet-4-5",
+        ])
+        .args(extra.iter().copied())
+        .env("ANTHROPIC_BASE_URL", env.mock.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .timeout(WAIT)
+}
+
+fn user(text: &str) -> String {
+    json!({"type": "user", "message": {"role": "user", "content": text}, "parent_tool_use_id": null, "session_id": ""})
+        .to_string()
+}
+
+#[tokio::test]
+async fn unreadable_frames_get_an_error_each_and_the_session_goes_on() {
+    let env = Env::new().await;
+    env.mock.push(anthropic::text("Still here."));
+    let mut keel = headless(&env, &[]).spawn().await.unwrap();
+    for line in [
+        "this is not json",
+        r#"{"type":"control_request","request":{"subtype":"interrupt"}}"#,
+        r#"{"type":"control_request","request_id":"r1","request":{}}"#,
+        r#"{"type":"control_request","request_id":"r2","request":{"subtype":"frobnicate"}}"#,
+        r#"{"type":"control_request","request_id":"r3","request":{"subtype":"set_permission_mode","mode":"yolo"}}"#,
+        r#"{"type":"user","type":"user","message":{"content":"twice"}}"#,
+        r#"{"type":"user","message":{"role":"user","content":[]}}"#,
+        r#"{"type":"what"}"#,
+    ] {
+        keel.send_line(line).await.unwrap();
+    }
+    keel.send_line(&user("hello")).await.unwrap();
+    keel.close_stdin();
+    let out = keel.wait().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let frames = out.json_lines().unwrap();
+    let errors: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "system" && f["subtype"] == "error")
+        .collect();
+    // Not JSON, no request_id, a duplicate key, an empty message, an
+    // unknown type.
+    assert_eq!(errors.len(), 5, "{frames:#?}");
+    assert!(errors[0]["error"].as_str().unwrap().contains("keel could not read"));
+    let refused: Vec<(&str, &str)> = frames
+        .iter()
+        .filter(|f| f["type"] == "control_response")
+        .map(|f| {
+            (
+                f["response"]["request_id"].as_str().unwrap(),
+                f["response"]["subtype"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(refused, [("r1", "error"), ("r2", "error"), ("r3", "error")]);
+    let r2 = frames
+        .iter()
+        .find(|f| f["response"]["request_id"] == "r2")
+        .unwrap();
+    assert!(
+        r2["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("frobnicate"),
+        "{r2}"
+    );
+    let result = frames.iter().find(|f| f["type"] == "result").unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["result"], "Still here.");
+}
+
+#[tokio::test]
+async fn an_unknown_flag_is_a_warning_and_a_bad_value_an_error() {
+    let env = Env::new().await;
+    env.mock.push(anthropic::text("Fine."));
+    let out = headless(&env, &["--brand-new-flag", "--betas=x"])
+        .stdin(format!("{}\n", user("hi")))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unknown flag --brand-new-flag"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("--betas"), "{}", out.stderr);
+    let bad = headless(&env, &["--max-turns=many"]).run().await.unwrap();
+    assert_eq!(bad.code(), Some(2));
+    assert!(bad.stderr.contains("--max-turns"), "{}", bad.stderr);
+}
+
+/// Starts a run whose command takes a while; returns once it runs.
+async fn mid_command(env: &Env) -> (tokio::process::Child, Vec<Value>) {
+    env.mock.push(anthropic::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "sleep 2; echo slept"}),
+    )]));
+    env.mock.push(anthropic::text("Slept."));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args([
+            "--output-format=stream-json",
+            "--input-format=stream-json",
+            "--verbose",
+            "--model=claude-sonnet-4-5",
+        ])
+        .current_dir(env.ws())
+        .env("KEEL_HOME", env.home.path())
+        .env("ANTHROPIC_BASE_URL", env.mock.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", user("nap")).as_bytes())
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("no tool call in time")
+            .unwrap()
+            .expect("stdout closed before the tool call");
+        let frame: Value = serde_json::from_str(&line).unwrap();
+        let calls = frame["type"] == "assistant"
+            && frame["message"]["content"][0]["type"] == "tool_use";
+        seen.push(frame);
+        if calls {
+            break;
+        }
+    }
+    // The SDK is gone: both pipes close.
+    drop(stdin);
+    drop(lines);
+    (child, seen)
+}
+
+#[tokio::test]
+async fn an_sdk_gone_mid_turn_leaves_a_session_another_process_resumes() {
+    let env = Env::new().await;
+    let (mut child, seen) = mid_command(&env).await;
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("keel did not exit after its SDK went away")
+        .unwrap();
+    assert!(status.code().is_some(), "{status:?}");
+    let session_id = seen[0]["session_id"].as_str().unwrap().to_owned();
+    // The session holds the call and its result, and goes on elsewhere.
+    env.mock.push(anthropic::text("Back again."));
+    let out = headless(&env, &["--resume", &session_id])
+        .stdin(format!("{}\n", user("are you there")))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let frames = out.json_lines().unwrap();
+    let result = frames.iter().find(|f| f["type"] == "result").unwrap();
+    assert_eq!(result["result"], "Back again.", "{frames:#?}");
+    assert_eq!(result["session_id"], session_id.as_str());
+    let last = env.mock.requests().last().unwrap().body.to_string();
+    assert!(last.contains("nap") && last.contains("c1"), "{last}");
+}
+
+#[tokio::test]
+async fn sigterm_mid_turn_ends_the_run_with_a_result_and_exits() {
+    let env = Env::new().await;
+    env.mock.push(anthropic::tool_calls(vec![tool_call(
+        "c1",
+        "bash",
+        json!({"command": "sleep 30"}),
+    )]));
+    let mut keel = headless(&env, &[]).spawn().await.unwrap();
+    keel.send_line(&user("nap long")).await.unwrap();
+    keel.wait_for_stdout(WAIT, |l| l.contains("\"tool_use\""))
+        .await
+        .unwrap();
+    keel.signal("TERM").await.unwrap();
+    let out = keel.wait().await.unwrap();
+    let frames = out.json_lines().unwrap();
+    let result = frames
+        .iter()
+        .find(|f| f["type"] == "result")
+        .unwrap_or_else(|| panic!("no result: {frames:#?}\n{}", out.stderr));
+    assert_eq!(result["subtype"], "error_during_execution");
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+}
