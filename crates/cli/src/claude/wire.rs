@@ -83,7 +83,17 @@ pub fn uuid() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// Anthropic's usage object for keel's usage.
+/// The usage an `assistant` message carries (as Claude Code writes it).
+pub fn message_usage(u: &Usage) -> Value {
+    json!({
+        "input_tokens": u.input,
+        "output_tokens": u.output,
+        "cache_creation_input_tokens": u.cache_write,
+        "cache_read_input_tokens": u.cache_read,
+    })
+}
+
+/// Anthropic's usage object for keel's usage (a `result`'s).
 pub fn usage(u: &Usage) -> Value {
     json!({
         "input_tokens": u.input,
@@ -150,7 +160,7 @@ pub fn assistant_frames(m: &AssistantMessage, message_id: &str, session_id: &str
                     "content": [b],
                     "stop_reason": stop_reason(m.stop_reason),
                     "stop_sequence": null,
-                    "usage": usage(&m.usage),
+                    "usage": message_usage(&m.usage),
                 },
                 "parent_tool_use_id": null,
                 "session_id": session_id,

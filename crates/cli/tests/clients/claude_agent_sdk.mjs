@@ -59,7 +59,8 @@ await step("query", async () => {
   const texts = seen
     .filter((m) => m.type === "assistant")
     .flatMap((m) => m.message.content.filter((b) => b.type === "text").map((b) => b.text));
-  return { kinds: brief(seen), init, texts, result };
+  const assistant = seen.find((m) => m.type === "assistant");
+  return { kinds: brief(seen), init, texts, assistant, result };
 });
 
 await step("partial", async () => {

@@ -67,7 +67,12 @@ async fn unreadable_frames_get_an_error_each_and_the_session_goes_on() {
     // Not JSON, no request_id, a duplicate key, an empty message, an
     // unknown type.
     assert_eq!(errors.len(), 5, "{frames:#?}");
-    assert!(errors[0]["error"].as_str().unwrap().contains("keel could not read"));
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("keel could not read")
+    );
     let refused: Vec<(&str, &str)> = frames
         .iter()
         .filter(|f| f["type"] == "control_response")
@@ -155,8 +160,8 @@ async fn mid_command(env: &Env) -> (tokio::process::Child, Vec<Value>) {
             .unwrap()
             .expect("stdout closed before the tool call");
         let frame: Value = serde_json::from_str(&line).unwrap();
-        let calls = frame["type"] == "assistant"
-            && frame["message"]["content"][0]["type"] == "tool_use";
+        let calls =
+            frame["type"] == "assistant" && frame["message"]["content"][0]["type"] == "tool_use";
         seen.push(frame);
         if calls {
             break;

@@ -200,3 +200,117 @@ async fn claude_agent_sdk_drives_keel_unchanged() {
     assert!(last.to_string().contains("say hi"), "{last:#}");
     assert_eq!(env.mock.pending_responses(), 0);
 }
+
+/// The Claude Code binary the SDK installs for this platform, when it is
+/// there (an optional dependency of the SDK's package).
+fn claude_code_binary() -> Option<std::path::PathBuf> {
+    let dir = super::clients_dir().join("node_modules/@anthropic-ai");
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("claude"))
+        .find(|p| p.is_file())
+}
+
+/// The text-only steps, run by the SDK against keel or against Claude Code.
+async fn text_steps(real: bool) -> Value {
+    let env = Env::new().await;
+    for (prompt, answer) in [
+        ("say hi", "Hello there."),
+        ("stream it", "Streamed."),
+        ("first", "First."),
+        ("second", "Second."),
+        ("and again", "Again."),
+    ] {
+        env.mock
+            .answer_when_last_says(prompt, anthropic::text(answer));
+    }
+    let mut vars = sdk_env(&env);
+    vars.push(("CLAUDE_SDK_STEPS", "query,partial,streaming,resumed".into()));
+    if real {
+        vars.extend([
+            ("CLAUDE_SDK_REAL", "1".to_owned()),
+            // Nothing but the mock: no updates, telemetry or other hosts.
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+            ("DISABLE_TELEMETRY", "1".to_owned()),
+            ("DISABLE_AUTOUPDATER", "1".to_owned()),
+            ("HTTPS_PROXY", "http://127.0.0.1:9".to_owned()),
+            ("HTTP_PROXY", "http://127.0.0.1:9".to_owned()),
+            ("NO_PROXY", "127.0.0.1".to_owned()),
+        ]);
+    }
+    let out = run_node("claude_agent_sdk.mjs", &vars).await;
+    assert_eq!(out["errors"], json!({}), "real={real}: {out:#}");
+    out
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Every field keel writes in `ours` is one Claude Code writes in
+/// `theirs`, with a value of the same kind (`null` where it may be
+/// either); objects are compared the same way, one level down.
+fn same_fields(what: &str, ours: &Value, theirs: &Value, depth: usize) {
+    let (Some(ours), Some(theirs)) = (ours.as_object(), theirs.as_object()) else {
+        panic!("{what}: not objects: {ours} / {theirs}");
+    };
+    for (key, value) in ours {
+        let Some(other) = theirs.get(key) else {
+            panic!("{what}.{key}: keel writes it, Claude Code does not: {theirs:#?}");
+        };
+        if !value.is_null() && !other.is_null() {
+            assert_eq!(kind(value), kind(other), "{what}.{key}: {value} / {other}");
+        }
+        if depth > 0 && value.is_object() && other.is_object() {
+            same_fields(&format!("{what}.{key}"), value, other, depth - 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn keel_answers_in_the_shape_claude_code_itself_writes() {
+    if !npm_client("@anthropic-ai/claude-agent-sdk") {
+        return;
+    }
+    if claude_code_binary().is_none() {
+        assert!(
+            !keel_test_support::in_ci(),
+            "the SDK's Claude Code binary is not installed: CI must compare against it"
+        );
+        return;
+    }
+    let ours = text_steps(false).await;
+    let theirs = text_steps(true).await;
+    // The same messages, in the same order, with the same text.
+    for step in ["kinds", "texts"] {
+        assert_eq!(ours["query"][step], theirs["query"][step], "{step}");
+    }
+    assert_eq!(ours["streaming"], theirs["streaming"]);
+    let events = |out: &Value| {
+        let mut e: Vec<Value> = out["partial"].as_array().unwrap().clone();
+        e.dedup();
+        e
+    };
+    assert_eq!(events(&ours), events(&theirs));
+    // Field by field: every field keel writes, Claude Code writes too.
+    let (q, r) = (&ours["query"], &theirs["query"]);
+    same_fields("system/init", &q["init"], &r["init"], 0);
+    same_fields("assistant", &q["assistant"], &r["assistant"], 2);
+    same_fields("result", &q["result"], &r["result"], 2);
+    // Resuming keeps the session, in both.
+    for out in [&ours, &theirs] {
+        assert_eq!(
+            out["resumed"]["session_id"],
+            out["query"]["result"]["session_id"]
+        );
+        assert_eq!(out["resumed"]["result"], "Again.");
+    }
+}
