@@ -314,3 +314,62 @@ async fn keel_answers_in_the_shape_claude_code_itself_writes() {
         assert_eq!(out["resumed"]["result"], "Again.");
     }
 }
+
+#[tokio::test]
+async fn claude_python_sdk_drives_keel_unchanged() {
+    let Some(python) = super::pip_client("claude_agent_sdk") else {
+        return;
+    };
+    let env = Env::new().await;
+    std::fs::write(env.ws().join("keep.txt"), "kept\n").unwrap();
+    env.mock.push_all([
+        anthropic::text("Hello there."),
+        write("c1", "a.txt", "one\n"),
+        anthropic::text("Wrote it."),
+        write("c2", "b.txt", "b\n"),
+        anthropic::text("Understood."),
+        bash("c3", "rm -f keep.txt"),
+        anthropic::text("Skipped."),
+        bash("c4", "sleep 30"),
+        anthropic::text("{\"ok\":true}"),
+        anthropic::text("Again."),
+    ]);
+    let out = super::run_python(&python, "claude_python_sdk.py", &sdk_env(&env)).await;
+    assert_eq!(out["errors"], json!({}), "{out:#}");
+    let q = &out["query"];
+    assert_eq!(
+        q["kinds"],
+        json!(["SystemMessage", "AssistantMessage", "ResultMessage"])
+    );
+    assert_eq!(q["result"]["result"], "Hello there.");
+    let session_id = q["result"]["session_id"].as_str().unwrap();
+    assert_eq!(q["init"]["session_id"], session_id);
+
+    // can_use_tool: allow with an updated input, then deny.
+    let c = &out["canUseTool"];
+    assert_eq!(c["asked"][0]["tool"], "Write", "{c:#}");
+    assert_eq!(c["file"], "two\n");
+    assert_eq!(c["b_exists"], false);
+    assert!(
+        c["results"][1].as_str().unwrap().contains("not that one"),
+        "{c:#}"
+    );
+    assert_eq!(c["second"]["result"], "Understood.");
+
+    let hook = &out["hook"];
+    assert_eq!(
+        hook["inputs"],
+        json!([{"tool": "Bash", "command": "rm -f keep.txt"}])
+    );
+    assert_eq!(hook["kept"], true);
+    assert_eq!(hook["result"]["result"], "Skipped.");
+
+    assert_eq!(
+        out["interrupt"]["subtype"], "error_during_execution",
+        "{out:#}"
+    );
+    assert_eq!(out["structured"]["structured"], json!({"ok": true}));
+    assert_eq!(out["resumed"]["session_id"], session_id);
+    assert_eq!(out["resumed"]["result"], "Again.");
+    assert_eq!(env.mock.pending_responses(), 0);
+}
