@@ -222,3 +222,154 @@ async fn sigterm_mid_turn_ends_the_run_with_a_result_and_exits() {
     assert_eq!(result["subtype"], "error_during_execution");
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
+
+/// The text of the tool result keel wrote for call `id`.
+fn tool_result(frames: &[Value], id: &str) -> (String, bool) {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "user")
+        .map(|f| &f["message"]["content"][0])
+        .find(|b| b["tool_use_id"] == id)
+        .map(|b| {
+            (
+                b["content"].as_str().unwrap_or_default().to_owned(),
+                b["is_error"] == true,
+            )
+        })
+        .unwrap_or_else(|| panic!("no result for {id}: {frames:#?}"))
+}
+
+#[tokio::test]
+async fn plan_mode_disallowed_and_allowed_tools_hold_against_compound_commands() {
+    let env = Env::new().await;
+    std::fs::write(env.ws().join("keep.txt"), "kept\n").unwrap();
+    // Plan mode: the write is refused, the read runs.
+    env.mock.push_all([
+        anthropic::tool_calls(vec![
+            tool_call("p1", "write", json!({"path": "plan.txt", "content": "x"})),
+            tool_call("p2", "read", json!({"path": "keep.txt"})),
+        ]),
+        anthropic::text("Planned."),
+    ]);
+    let out = headless(&env, &["--permission-mode=plan"])
+        .stdin(format!("{}\n", user("plan it")))
+        .run()
+        .await
+        .unwrap();
+    let frames = out.json_lines().unwrap();
+    let (text, is_error) = tool_result(&frames, "p1");
+    assert!(is_error && text.contains("Plan mode"), "{text}");
+    assert!(!env.ws().join("plan.txt").exists());
+    let (text, is_error) = tool_result(&frames, "p2");
+    assert!(!is_error && text.contains("kept"), "{text}");
+    let init = frames.iter().find(|f| f["subtype"] == "init").unwrap();
+    assert_eq!(init["permissionMode"], "plan");
+
+    // disallowedTools: `rm` is refused inside a compound line and a
+    // substitution; allowedTools: `Write` runs unasked (without a prompt
+    // tool a held write would be a draft).
+    env.mock.push_all([
+        anthropic::tool_calls(vec![
+            tool_call("d1", "bash", json!({"command": "ls && rm -f keep.txt"})),
+            tool_call("d2", "bash", json!({"command": "echo $(rm -f keep.txt)"})),
+            tool_call("d3", "write", json!({"path": "ok.txt", "content": "ok\n"})),
+            tool_call(
+                "d4",
+                "edit",
+                json!({"path": "keep.txt", "oldText": "kept", "newText": "gone"}),
+            ),
+        ]),
+        anthropic::text("Tried."),
+    ]);
+    let out = headless(
+        &env,
+        &["--disallowedTools=Bash(rm:*)", "--allowedTools=Write"],
+    )
+    .stdin(format!("{}\n", user("tidy")))
+    .run()
+    .await
+    .unwrap();
+    let frames = out.json_lines().unwrap();
+    for id in ["d1", "d2"] {
+        let (text, is_error) = tool_result(&frames, id);
+        assert!(
+            is_error && text.contains("does not allow Bash"),
+            "{id}: {text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("keep.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(tool_result(&frames, "d3").1, false);
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("ok.txt")).unwrap(),
+        "ok\n"
+    );
+    // The edit is not allowed in advance: a draft, not run.
+    let (text, _) = tool_result(&frames, "d4");
+    assert!(text.contains("draft"), "{text}");
+    let result = frames.iter().find(|f| f["type"] == "result").unwrap();
+    let denied: Vec<&str> = result["permission_denials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["tool_use_id"].as_str().unwrap())
+        .collect();
+    // The draft did not run either: it is a denial too.
+    assert_eq!(denied, ["d1", "d2", "d4"], "{result:#}");
+}
+
+#[tokio::test]
+async fn an_mcp_config_server_is_started_and_reported() {
+    let Some(server) = crate::suite::clients::npm_client("@modelcontextprotocol/server-everything")
+        .then(|| {
+            crate::suite::clients::clients_dir().join("node_modules/.bin/mcp-server-everything")
+        })
+    else {
+        return;
+    };
+    let env = Env::new().await;
+    let config =
+        json!({"mcpServers": {"everything": {"type": "stdio", "command": server, "args": []}}});
+    let mut keel = headless(&env, &["--mcp-config", &config.to_string()])
+        .spawn()
+        .await
+        .unwrap();
+    keel.send_line(
+        r#"{"type":"control_request","request_id":"i1","request":{"subtype":"initialize"}}"#,
+    )
+    .await
+    .unwrap();
+    keel.wait_for_stdout(WAIT, |l| l.contains("\"i1\""))
+        .await
+        .unwrap();
+    let mut status = Value::Null;
+    for _ in 0..50 {
+        keel.send_line(
+            r#"{"type":"control_request","request_id":"m1","request":{"subtype":"mcp_status"}}"#,
+        )
+        .await
+        .unwrap();
+        let line = keel
+            .wait_for_stdout(WAIT, |l| l.contains("\"m1\""))
+            .await
+            .unwrap();
+        status = serde_json::from_str(&line).unwrap();
+        if status["response"]["response"]["mcpServers"][0]["status"] == "connected" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status["response"]["response"]["mcpServers"][0]["name"], "everything",
+        "{status}"
+    );
+    assert_eq!(
+        status["response"]["response"]["mcpServers"][0]["status"], "connected",
+        "{status}"
+    );
+    keel.close_stdin();
+    let out = keel.wait().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+}
