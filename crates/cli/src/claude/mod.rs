@@ -6,7 +6,8 @@
 //! Stdin carries the SDK's `user` messages and `control_request`s
 //! (`initialize`, `interrupt`, `set_permission_mode`, `set_model`,
 //! `set_max_thinking_tokens`, `mcp_status`, `end_session`) and its
-//! answers to keel's (`can_use_tool`, `hook_callback`: [`peer`]); stdout
+//! answers to keel's (`can_use_tool`, `hook_callback`, `mcp_message`:
+//! [`peer`], [`sdk_mcp`]); stdout
 //! carries the messages [`wire`] documents. Each user message is one run
 //! with one `system`/`init` before it and one `result` after it; messages
 //! that come during a run wait their turn. A frame that cannot be read
@@ -22,6 +23,7 @@ mod gate;
 mod open;
 mod peer;
 mod run;
+mod sdk_mcp;
 mod wire;
 
 use std::collections::VecDeque;
@@ -84,6 +86,23 @@ struct Driver {
     failed: bool,
     /// A run could not start.
     start_failed: bool,
+    /// The SDK's own MCP servers being connected: runs wait for them.
+    sdk_mcp: Option<tokio::sync::oneshot::Receiver<SdkServers>>,
+    /// The SDK's own MCP servers and their states.
+    sdk_servers: Vec<(String, String)>,
+}
+
+/// Each SDK MCP server's tools, or why it could not be reached.
+type SdkServers = Vec<(String, Result<Vec<Arc<dyn keel_tools::Tool>>, String>)>;
+
+/// The result of a pending SDK MCP connect, when there is one.
+async fn sdk_connected(
+    pending: &mut Option<tokio::sync::oneshot::Receiver<SdkServers>>,
+) -> SdkServers {
+    match pending {
+        Some(rx) => rx.await.unwrap_or_default(),
+        None => std::future::pending().await,
+    }
 }
 
 pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCode> {
@@ -146,6 +165,8 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         total_cost: 0.0,
         failed: false,
         start_failed: false,
+        sdk_mcp: None,
+        sdk_servers: Vec::new(),
     };
     if !stream_input {
         let prompt = match driver.args.prompt.clone() {
@@ -221,6 +242,13 @@ impl Driver {
                     Some(Ok(bytes)) => self.frame(&bytes).await,
                     Some(Err(e)) => self.bad_frame(&e.to_string()).await,
                 },
+                servers = sdk_connected(&mut self.sdk_mcp) => {
+                    self.sdk_mcp = None;
+                    self.take_sdk_servers(servers);
+                    if !self.busy {
+                        self.start_next().await;
+                    }
+                }
                 ev = next_event(&mut self.opened) => {
                     let Some(ev) = ev else { anyhow::bail!("the session stopped unexpectedly") };
                     self.event(ev).await;
@@ -393,8 +421,30 @@ impl Driver {
         }
     }
 
+    /// The SDK's MCP servers' tools join the session's.
+    fn take_sdk_servers(&mut self, servers: SdkServers) {
+        for (name, outcome) in servers {
+            match outcome {
+                Ok(tools) => {
+                    if let Some(o) = &self.opened {
+                        let prefix = format!("{}{name}__", keel_mcp::TOOL_PREFIX);
+                        o.session.handle().swap_tools(&prefix, tools);
+                    }
+                    self.sdk_servers.push((name, "connected".to_owned()));
+                }
+                Err(e) => {
+                    warn(&format!("the SDK's MCP server {name}: {e}"));
+                    self.sdk_servers.push((name, "failed".to_owned()));
+                }
+            }
+        }
+    }
+
     /// Starts the next queued message's run.
     async fn start_next(&mut self) {
+        if self.sdk_mcp.is_some() {
+            return;
+        }
         let Some(input) = self.queue.pop_front() else {
             return;
         };
@@ -411,7 +461,7 @@ impl Driver {
             .iter()
             .map(|t| wire::claude_name(&t.name))
             .collect();
-        let servers = o
+        let mut servers: Vec<(String, String)> = o
             .mcp
             .as_ref()
             .map(|m| {
@@ -421,6 +471,7 @@ impl Driver {
                     .collect()
             })
             .unwrap_or_default();
+        servers.extend(self.sdk_servers.iter().cloned());
         let key = if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
             "ANTHROPIC_API_KEY"
         } else {
@@ -635,7 +686,7 @@ impl Driver {
                 Ok(json!({}))
             }
             "mcp_status" => {
-                let servers: Vec<Value> = self
+                let mut servers: Vec<Value> = self
                     .opened
                     .as_ref()
                     .and_then(|o| o.mcp.as_ref())
@@ -648,6 +699,11 @@ impl Driver {
                             .collect()
                     })
                     .unwrap_or_default();
+                servers.extend(
+                    self.sdk_servers
+                        .iter()
+                        .map(|(name, status)| json!({"name": name, "status": status})),
+                );
                 Ok(json!({"mcpServers": servers}))
             }
             "end_session" => {
@@ -671,17 +727,32 @@ impl Driver {
                 "{event} hooks are registered, but keel calls only PreToolUse and PostToolUse hooks"
             ));
         }
-        if request
-            .get("sdkMcpServers")
-            .and_then(Value::as_array)
-            .is_some_and(|s| !s.is_empty())
-        {
-            warn("MCP servers in the SDK's process are not reached by keel");
-        }
         if self.opened.is_none() {
             self.host.take_initialize(request);
         }
         self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
+        let sdk_servers: Vec<String> = request
+            .get("sdkMcpServers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect();
+        if !sdk_servers.is_empty() && self.sdk_mcp.is_none() {
+            // Connected while the loop goes on reading the SDK's answers;
+            // runs wait until it is done.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for name in sdk_servers {
+                    let tools = sdk_mcp::connect(peer.clone(), &name).await;
+                    out.push((name, tools));
+                }
+                let _ = tx.send(out);
+            });
+            self.sdk_mcp = Some(rx);
+        }
         let model = self
             .opened
             .as_ref()

@@ -207,10 +207,7 @@ async fn session_file(args: &ClaudeArgs, cwd: &Path, resolved: &Resolved) -> any
 }
 
 /// `--mcp-config` values (JSON, or a file holding it) as keel's servers.
-fn mcp_config(
-    values: &[String],
-    warn: &mut dyn FnMut(&str),
-) -> anyhow::Result<BTreeMap<String, keel_mcp::McpServerConfig>> {
+fn mcp_config(values: &[String]) -> anyhow::Result<BTreeMap<String, keel_mcp::McpServerConfig>> {
     let mut out = BTreeMap::new();
     for value in values {
         let text = if value.trim_start().starts_with('{') {
@@ -224,9 +221,7 @@ fn mcp_config(
         for (name, s) in servers.into_iter().flatten() {
             let kind = s.get("type").and_then(Value::as_str).unwrap_or("stdio");
             if kind == "sdk" {
-                warn(&format!(
-                    "MCP server {name} runs in the SDK's process; keel does not reach such servers"
-                ));
+                // Reached over the control channel (`super::sdk_mcp`).
                 continue;
             }
             let strings = |key: &str| -> BTreeMap<String, String> {
@@ -308,7 +303,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         peer,
     });
     let mut servers = keel_mcp::workspace::servers_for(&resolved.home, &settings.mcp_servers, cwd);
-    servers.extend(mcp_config(&args.mcp_config, warn)?);
+    servers.extend(mcp_config(&args.mcp_config)?);
     let mcp = crate::setup::start_mcp(&servers, cwd).await;
     let builder = session_builder(SessionSpec {
         cwd,

@@ -12,7 +12,8 @@
 // CLAUDE_SDK_STEPS=a,b runs only those steps.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { query } from "@anthropic-ai/claude-agent-sdk";
+import { createSdkMcpServer, query, tool } from "@anthropic-ai/claude-agent-sdk";
+import { z } from "zod";
 
 const ws = process.env.KEEL_TEST_WS;
 const real = process.env.CLAUDE_SDK_REAL === "1";
@@ -195,6 +196,31 @@ await step("resumed", async () => {
   const seen = await collect(query({ prompt: "and again", options: base({ resume: id }) }));
   const result = seen.at(-1);
   return { asked: id, session_id: result.session_id, result: result.result };
+});
+
+await step("sdkMcp", async () => {
+  const calls = [];
+  const calc = createSdkMcpServer({
+    name: "calc",
+    version: "1.0.0",
+    tools: [
+      tool("add", "Adds two numbers", { a: z.number(), b: z.number() }, async ({ a, b }) => {
+        calls.push([a, b]);
+        return { content: [{ type: "text", text: String(a + b) }] };
+      }),
+    ],
+  });
+  const asked = [];
+  const canUseTool = async (toolName) => {
+    asked.push(toolName);
+    return { behavior: "allow" };
+  };
+  const seen = await collect(
+    query({ prompt: "add two and three", options: base({ mcpServers: { calc }, canUseTool }) }),
+  );
+  const init = seen.find((m) => m.type === "system" && m.subtype === "init");
+  const results = seen.filter((m) => m.type === "user").map((m) => m.message.content[0]);
+  return { calls, asked, results, servers: init?.mcp_servers, tools: init?.tools, result: seen.at(-1)?.result };
 });
 
 console.log(JSON.stringify(out));

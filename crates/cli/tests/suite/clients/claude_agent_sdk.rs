@@ -60,6 +60,12 @@ async fn claude_agent_sdk_drives_keel_unchanged() {
         anthropic::text("Done."),
         anthropic::text("{\"ok\":true}"),
         anthropic::text("Again."),
+        anthropic::tool_calls(vec![tool_call(
+            "c7",
+            "mcp__calc__add",
+            json!({"a": 2, "b": 3}),
+        )]),
+        anthropic::text("Five."),
     ]);
     let out = run_node("claude_agent_sdk.mjs", &sdk_env(&env)).await;
     assert_eq!(out["errors"], json!({}), "{out:#}");
@@ -196,8 +202,29 @@ async fn claude_agent_sdk_drives_keel_unchanged() {
     let resumed = &out["resumed"];
     assert_eq!(resumed["session_id"], session_id);
     assert_eq!(resumed["result"], "Again.");
-    let last = env.mock.requests().last().unwrap().body.clone();
-    assert!(last.to_string().contains("say hi"), "{last:#}");
+    let requests = env.mock.requests();
+    let resumed_request = &requests[requests.len() - 3].body;
+    assert!(
+        resumed_request.to_string().contains("say hi"),
+        "{resumed_request:#}"
+    );
+
+    // An MCP server in the SDK's process: its tool, through the gate.
+    let sdk = &out["sdkMcp"];
+    assert_eq!(sdk["calls"], json!([[2, 3]]), "{sdk:#}");
+    assert_eq!(sdk["asked"], json!(["mcp__calc__add"]));
+    assert_eq!(sdk["results"][0]["content"], "5");
+    assert_eq!(
+        sdk["servers"],
+        json!([{"name": "calc", "status": "connected"}])
+    );
+    assert!(
+        sdk["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__calc__add"))
+    );
+    assert_eq!(sdk["result"], "Five.");
     assert_eq!(env.mock.pending_responses(), 0);
 }
 
