@@ -198,6 +198,28 @@ await step("resumed", async () => {
   return { asked: id, session_id: result.session_id, result: result.result };
 });
 
+await step("alwaysAllow", async () => {
+  // The first write is allowed with a rule for the session: the second
+  // one is not asked.
+  const asked = [];
+  const canUseTool = async (toolName, input, { suggestions }) => {
+    asked.push({ toolName, suggestions: suggestions?.length ?? 0 });
+    return {
+      behavior: "allow",
+      updatedPermissions: [
+        { type: "addRules", rules: [{ toolName: "Write" }], behavior: "allow", destination: "session" },
+      ],
+    };
+  };
+  const q = query({ prompt: messages("write e1", "write e2"), options: base({ canUseTool }) });
+  const seen = await collect(q);
+  return {
+    asked,
+    written: [existsSync(join(ws, "e1.txt")), existsSync(join(ws, "e2.txt"))],
+    results: seen.filter((m) => m.type === "result").map((m) => m.result),
+  };
+});
+
 await step("sdkMcp", async () => {
   const calls = [];
   const calc = createSdkMcpServer({

@@ -60,6 +60,10 @@ async fn claude_agent_sdk_drives_keel_unchanged() {
         anthropic::text("Done."),
         anthropic::text("{\"ok\":true}"),
         anthropic::text("Again."),
+        write("e1", "e1.txt", "1\n"),
+        anthropic::text("One."),
+        write("e2", "e2.txt", "2\n"),
+        anthropic::text("Two."),
         anthropic::tool_calls(vec![tool_call(
             "c7",
             "mcp__calc__add",
@@ -203,11 +207,19 @@ async fn claude_agent_sdk_drives_keel_unchanged() {
     assert_eq!(resumed["session_id"], session_id);
     assert_eq!(resumed["result"], "Again.");
     let requests = env.mock.requests();
-    let resumed_request = &requests[requests.len() - 3].body;
+    let resumed_request = &requests[requests.len() - 7].body;
     assert!(
         resumed_request.to_string().contains("say hi"),
         "{resumed_request:#}"
     );
+
+    // updatedPermissions: the rule the first answer added lets the second
+    // write run unasked.
+    let always = &out["alwaysAllow"];
+    assert_eq!(always["asked"].as_array().unwrap().len(), 1, "{always:#}");
+    assert_eq!(always["asked"][0]["toolName"], "Write");
+    assert_eq!(always["written"], json!([true, true]));
+    assert_eq!(always["results"], json!(["One.", "Two."]));
 
     // An MCP server in the SDK's process: its tool, through the gate.
     let sdk = &out["sdkMcp"];
