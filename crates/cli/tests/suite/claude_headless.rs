@@ -373,3 +373,127 @@ async fn an_mcp_config_server_is_started_and_reported() {
     let out = keel.wait().await.unwrap();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
 }
+
+/// Waits for keel's next control request of `subtype`; its request id.
+async fn next_request(keel: &mut keel_test_support::KeelChild, subtype: &str) -> (String, Value) {
+    let needle = format!("\"subtype\":\"{subtype}\"");
+    let line = keel
+        .wait_for_stdout(WAIT, |l| {
+            l.contains("\"control_request\"") && l.contains(&needle)
+        })
+        .await
+        .unwrap();
+    let frame: Value = serde_json::from_str(&line).unwrap();
+    (frame["request_id"].as_str().unwrap().to_owned(), frame)
+}
+
+async fn answer(keel: &mut keel_test_support::KeelChild, id: &str, reply: Result<Value, &str>) {
+    let response = match reply {
+        Ok(r) => json!({"subtype": "success", "request_id": id, "response": r}),
+        Err(e) => json!({"subtype": "error", "request_id": id, "error": e}),
+    };
+    keel.send_line(&json!({"type": "control_response", "response": response}).to_string())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_hook_or_permission_answer_refuses_and_a_closed_sdk_declines_what_waits() {
+    let env = Env::new().await;
+    env.mock.push_all([
+        anthropic::tool_calls(vec![tool_call(
+            "c1",
+            "bash",
+            json!({"command": "echo one"}),
+        )]),
+        anthropic::text("m1"),
+        anthropic::tool_calls(vec![tool_call(
+            "c2",
+            "bash",
+            json!({"command": "echo three"}),
+        )]),
+        anthropic::text("m2"),
+        anthropic::tool_calls(vec![tool_call(
+            "c3",
+            "write",
+            json!({"path": "x.txt", "content": "x"}),
+        )]),
+        anthropic::text("m3"),
+        anthropic::tool_calls(vec![tool_call(
+            "c4",
+            "write",
+            json!({"path": "y.txt", "content": "y"}),
+        )]),
+        anthropic::text("m4"),
+    ]);
+    let mut keel = headless(&env, &["--permission-prompt-tool=stdio"])
+        .spawn()
+        .await
+        .unwrap();
+    let hooks = json!({"PreToolUse": [{"matcher": "Bash", "hookCallbackIds": ["h1"]}]});
+    keel.send_line(
+        &json!({"type": "control_request", "request_id": "i1", "request": {"subtype": "initialize", "hooks": hooks}})
+            .to_string(),
+    )
+    .await
+    .unwrap();
+
+    // A hook's updated input is what runs.
+    keel.send_line(&user("one")).await.unwrap();
+    let (id, hook) = next_request(&mut keel, "hook_callback").await;
+    assert_eq!(hook["request"]["callback_id"], "h1");
+    assert_eq!(
+        hook["request"]["input"]["tool_input"]["command"],
+        "echo one"
+    );
+    let allow = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo two"}}});
+    answer(&mut keel, &id, Ok(allow)).await;
+    keel.wait_for_stdout(WAIT, |l| l.contains("\"result\":\"m1\""))
+        .await
+        .unwrap();
+
+    // A hook that fails refuses the call.
+    keel.send_line(&user("two")).await.unwrap();
+    let (id, _) = next_request(&mut keel, "hook_callback").await;
+    answer(&mut keel, &id, Err("the hook crashed")).await;
+    keel.wait_for_stdout(WAIT, |l| l.contains("\"result\":\"m2\""))
+        .await
+        .unwrap();
+
+    // A permission answer that is an error declines the call.
+    keel.send_line(&user("three")).await.unwrap();
+    let (id, asked) = next_request(&mut keel, "can_use_tool").await;
+    assert_eq!(asked["request"]["tool_name"], "Write");
+    answer(&mut keel, &id, Err("the callback threw")).await;
+    keel.wait_for_stdout(WAIT, |l| l.contains("\"result\":\"m3\""))
+        .await
+        .unwrap();
+
+    // The SDK closes its input while keel asks: declined, the run ends,
+    // keel exits.
+    keel.send_line(&user("four")).await.unwrap();
+    next_request(&mut keel, "can_use_tool").await;
+    keel.close_stdin();
+    let out = keel.wait().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(!env.ws().join("x.txt").exists());
+    assert!(!env.ws().join("y.txt").exists());
+    // What the model was told of each call.
+    let told = |id: &str| {
+        let requests = env.mock.requests();
+        requests
+            .iter()
+            .map(|r| r.body.to_string())
+            .find(|b| b.contains(&format!("\"tool_use_id\":\"{id}\"")))
+            .unwrap_or_else(|| panic!("the model never heard of {id}"))
+    };
+    assert!(told("c1").contains("two") && !told("c1").contains("three"));
+    assert!(
+        told("c2").contains("PreToolUse hook failed"),
+        "{}",
+        told("c2")
+    );
+    assert!(told("c3").contains("the callback threw"), "{}", told("c3"));
+    assert!(told("c4").contains("closed its input"), "{}", told("c4"));
+    assert_eq!(env.mock.pending_responses(), 0);
+}
