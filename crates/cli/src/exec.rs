@@ -172,12 +172,7 @@ pub async fn run(global: &GlobalArgs, mut args: ExecArgs) -> anyhow::Result<Exit
         log_seen: None,
     });
     if let Some(servers) = &mcp {
-        let (handle, open) = (session.handle(), session.handle());
-        keel_mcp::follow(
-            servers,
-            move || !open.is_closed(),
-            move |tools| handle.swap_tools(keel_mcp::TOOL_PREFIX, tools),
-        );
+        crate::setup::follow_mcp(servers, session.handle());
     }
     // A turn cut off by a crash or kill goes on first; the prompt follows
     // once it has ended well.

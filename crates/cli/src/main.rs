@@ -146,82 +146,92 @@ fn main() -> ExitCode {
         keel_core::SystemClock::warm_up();
     }
     cluster::apply_database_flag(&cli.global);
-    let runtime = match runtime_builder(cli.mode, cli.command.as_ref())
-        .enable_all()
-        .build()
-    {
+    run_on(
+        runtime_builder(cli.mode, cli.command.as_ref()),
+        async move {
+            let shares_sessions = matches!(
+                (&cli.mode, &cli.command),
+                (Some(Mode::Rpc), None)
+                    | (
+                        None,
+                        Some(
+                            Command::Exec(_)
+                                | Command::AppServer(_)
+                                | Command::Sessions { .. }
+                                | Command::Approvals(_)
+                                | Command::Worker(_)
+                        )
+                    )
+            );
+            if shares_sessions {
+                cluster::open_shared_sessions(&cli.global).await?;
+            }
+            let runs_turns = matches!(
+                (&cli.mode, &cli.command),
+                (Some(Mode::Rpc), None)
+                    | (
+                        None,
+                        Some(Command::Exec(_) | Command::AppServer(_) | Command::Worker(_))
+                    )
+            );
+            let durable = if runs_turns {
+                durable_waits::install(&cli.global)?
+            } else {
+                durable_waits::Installed::default()
+            };
+            let outcome = match (cli.mode, cli.command) {
+                (Some(_), Some(_)) => Err(anyhow::anyhow!(
+                    "--mode cannot be combined with a subcommand"
+                )),
+                (Some(Mode::Rpc), None) => rpc::run(&cli.global, &cli.model, cli.rpc).await,
+                (None, Some(Command::Exec(args))) => exec::run(&cli.global, args).await,
+                (None, Some(Command::AppServer(args))) => app_server::run(&cli.global, args).await,
+                (
+                    None,
+                    Some(Command::Config {
+                        command: ConfigCommand::Show(args),
+                    }),
+                ) => inspect::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
+                (None, Some(Command::Sessions { command })) => {
+                    sessions::run(&cli.global, command).await
+                }
+                (None, Some(Command::Models { command })) => inspect::models(&cli.global, command),
+                (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
+                (None, Some(Command::Sandbox { command })) => {
+                    sandbox_cmd::run(&cli.global, command)
+                }
+                (None, Some(Command::Mcp { command })) => mcp_cmd::run(&cli.global, command).await,
+                (None, Some(Command::Worker(args))) => {
+                    cluster::run_worker(&cli.global, &cli.model, args).await
+                }
+                (None, None) => {
+                    let _ = Cli::command().print_help();
+                    Err(anyhow::anyhow!(
+                        "no command given: use a subcommand (for example `keel exec`) or --mode rpc"
+                    ))
+                }
+            };
+            durable.drain().await;
+            outcome
+        },
+    )
+}
+
+/// Runs `work` on the runtime `builder` makes. Once it has ended nothing
+/// waits for a blocking read of stdin that may never return (protocol
+/// modes on SIGTERM). An error is one line on stderr and exit code 2.
+fn run_on(
+    mut builder: tokio::runtime::Builder,
+    work: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> ExitCode {
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             report_error(&anyhow::anyhow!("cannot start the async runtime: {e}"));
             return ExitCode::from(2);
         }
     };
-    let result = runtime.block_on(async move {
-        let shares_sessions = matches!(
-            (&cli.mode, &cli.command),
-            (Some(Mode::Rpc), None)
-                | (
-                    None,
-                    Some(
-                        Command::Exec(_)
-                            | Command::AppServer(_)
-                            | Command::Sessions { .. }
-                            | Command::Approvals(_)
-                            | Command::Worker(_)
-                    )
-                )
-        );
-        if shares_sessions {
-            cluster::open_shared_sessions(&cli.global).await?;
-        }
-        let runs_turns = matches!(
-            (&cli.mode, &cli.command),
-            (Some(Mode::Rpc), None)
-                | (
-                    None,
-                    Some(Command::Exec(_) | Command::AppServer(_) | Command::Worker(_))
-                )
-        );
-        let durable = if runs_turns {
-            durable_waits::install(&cli.global)?
-        } else {
-            durable_waits::Installed::default()
-        };
-        let outcome = match (cli.mode, cli.command) {
-            (Some(_), Some(_)) => Err(anyhow::anyhow!(
-                "--mode cannot be combined with a subcommand"
-            )),
-            (Some(Mode::Rpc), None) => rpc::run(&cli.global, &cli.model, cli.rpc).await,
-            (None, Some(Command::Exec(args))) => exec::run(&cli.global, args).await,
-            (None, Some(Command::AppServer(args))) => app_server::run(&cli.global, args).await,
-            (
-                None,
-                Some(Command::Config {
-                    command: ConfigCommand::Show(args),
-                }),
-            ) => inspect::show(&cli.global, &args).map(|()| ExitCode::SUCCESS),
-            (None, Some(Command::Sessions { command })) => {
-                sessions::run(&cli.global, command).await
-            }
-            (None, Some(Command::Models { command })) => inspect::models(&cli.global, command),
-            (None, Some(Command::Approvals(args))) => approvals::run(&cli.global, args).await,
-            (None, Some(Command::Sandbox { command })) => sandbox_cmd::run(&cli.global, command),
-            (None, Some(Command::Mcp { command })) => mcp_cmd::run(&cli.global, command).await,
-            (None, Some(Command::Worker(args))) => {
-                cluster::run_worker(&cli.global, &cli.model, args).await
-            }
-            (None, None) => {
-                let _ = Cli::command().print_help();
-                Err(anyhow::anyhow!(
-                    "no command given: use a subcommand (for example `keel exec`) or --mode rpc"
-                ))
-            }
-        };
-        durable.drain().await;
-        outcome
-    });
-    // Everything that matters has been awaited; do not wait for a blocking
-    // read of stdin that may never return (protocol modes on SIGTERM).
+    let result = runtime.block_on(work);
     runtime.shutdown_background();
     match result {
         Ok(code) => code,
@@ -257,28 +267,10 @@ fn claude_main(argv: &[std::ffi::OsString]) -> ExitCode {
     };
     keel_core::SystemClock::warm_up();
     cluster::apply_database_flag(&global);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            report_error(&anyhow::anyhow!("cannot start the async runtime: {e}"));
-            return ExitCode::from(2);
-        }
-    };
-    let result = runtime.block_on(async move {
+    run_on(tokio::runtime::Builder::new_current_thread(), async move {
         cluster::open_shared_sessions(&global).await?;
         claude::run(&global, args).await
-    });
-    runtime.shutdown_background();
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            report_error(&e);
-            ExitCode::from(2)
-        }
-    }
+    })
 }
 
 /// The async runtime a mode runs on.

@@ -232,17 +232,6 @@ struct CliFactory {
     elsewhere: Option<Arc<dyn keel_core::RunsElsewhere>>,
 }
 
-/// Keeps `handle`'s MCP tools those of `servers` when a server's tool
-/// list changes.
-fn follow(servers: &Arc<keel_mcp::McpServers>, handle: keel_core::SessionHandle) {
-    let open = handle.clone();
-    keel_mcp::follow(
-        servers,
-        move || !open.is_closed(),
-        move |tools| handle.swap_tools(keel_mcp::TOOL_PREFIX, tools),
-    );
-}
-
 /// The servers' statuses as `get_state.mcpServers` lists them.
 fn statuses_of(servers: Option<&Arc<keel_mcp::McpServers>>) -> Vec<serde_json::Value> {
     servers
@@ -350,7 +339,7 @@ impl SessionFactory for CliFactory {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
         ) {
-            follow(servers, handle);
+            crate::setup::follow_mcp(servers, handle);
         }
         let statuses = statuses_of(started.as_ref());
         Ok((crate::setup::mcp_tools(started.as_ref()), statuses))
@@ -400,7 +389,7 @@ impl SessionFactory for CliFactory {
         });
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
         if let Some(servers) = self.mcp() {
-            follow(&servers, session.handle());
+            crate::setup::follow_mcp(&servers, session.handle());
         }
         let file = writer.as_ref().map(|w| w.path().to_path_buf());
         Ok(OpenedSession {

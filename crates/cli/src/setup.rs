@@ -173,6 +173,17 @@ pub fn session_builder(spec: SessionSpec<'_>) -> SessionBuilder {
         .output_schema(spec.output_schema)
 }
 
+/// Keeps `session`'s MCP tools those of `servers` as their tool lists
+/// change, until the session closes.
+pub fn follow_mcp(servers: &Arc<keel_mcp::McpServers>, session: keel_core::SessionHandle) {
+    let open = session.clone();
+    keel_mcp::follow(
+        servers,
+        move || !open.is_closed(),
+        move |tools| session.swap_tools(keel_mcp::TOOL_PREFIX, tools),
+    );
+}
+
 /// Starts the MCP servers `config.toml` configures for sessions in `cwd`
 /// (in parallel, each bounded by its startup timeout); `None` when there
 /// are none.

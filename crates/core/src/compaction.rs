@@ -29,6 +29,7 @@
 
 use futures::StreamExt;
 use keel_llm::{ErrorKind, ModelRequest};
+use keel_protocol::joined_text as text_of;
 use keel_protocol::{
     AgentEvent, AssistantMessage, CompactionDetails, CompactionReason, CompactionResult,
     ContentBlock, Message, StopReason, ThinkingLevel, UserMessage,
@@ -123,17 +124,6 @@ fn push_line(out: &mut String, label: &str, text: &str) {
         return;
     }
     out.push_str(&format!("[{label}]: {}\n", text.trim_end()));
-}
-
-fn text_of(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The messages as the summarisation request shows them.

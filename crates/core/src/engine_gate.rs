@@ -126,6 +126,20 @@ pub fn workspace_key(cwd: &Path) -> String {
         .to_string()
 }
 
+/// Where a tool that describes itself with `hints` (an MCP tool) comes
+/// from, for the engine: the class the configuration sets, else the one
+/// its annotations imply.
+pub fn hinted_origin(hints: &keel_tools::ToolHints) -> ToolOrigin {
+    let class = hints
+        .class
+        .as_deref()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| {
+            Class::from_mcp_hints(hints.read_only, hints.destructive, hints.open_world)
+        });
+    ToolOrigin::Host { class: Some(class) }
+}
+
 /// The gate of keel's sessions, over the approvals engine. One per process
 /// and workspace; every session of the process may share it.
 pub struct EngineGate {
@@ -339,16 +353,7 @@ impl EngineGate {
             args: call.args.clone(),
             origin: match (frontend.host_class(&call.tool_name), &call.hints) {
                 (Some(class), _) => ToolOrigin::Host { class },
-                (None, Some(h)) => ToolOrigin::Host {
-                    class: Some(
-                        h.class
-                            .as_deref()
-                            .and_then(|c| c.parse().ok())
-                            .unwrap_or_else(|| {
-                                Class::from_mcp_hints(h.read_only, h.destructive, h.open_world)
-                            }),
-                    ),
-                },
+                (None, Some(h)) => hinted_origin(h),
                 (None, None) => ToolOrigin::Builtin,
             },
             unattended: frontend.unattended(),

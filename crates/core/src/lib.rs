@@ -64,8 +64,8 @@ pub use drafts::send_draft;
 pub use durable::{DurableWaits, set_durable_waits};
 pub use elsewhere::{RemoteEvents, RemoteRun, RemoteTool, RunningThere, RunsElsewhere, Watched};
 pub use engine_gate::{
-    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, recover_from,
-    workspace_key,
+    ApprovalFrontend, DRAFT_NOTE_PREFIX, EngineGate, LogFrontend, WaitGuard, hinted_origin,
+    recover_from, workspace_key,
 };
 pub use error::{Error, Result};
 pub use event::SessionEvent;

@@ -506,15 +506,7 @@ fn scrub(mut result: ToolResult) -> ToolResult {
 
 /// The text parts of a result, for the approval record.
 fn result_text(result: &ToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    keel_protocol::joined_text(&result.content)
 }
 
 async fn emit_update(ctx: &RunCtx, id: &str, name: &str, args: &Value, partial: ToolResult) {

@@ -443,15 +443,7 @@ fn pretty(v: &Value) -> String {
 /// The result of a call; `guess_approval`: say what approval outcome the
 /// result text reports (no `approval` entry tells it).
 fn tool_output(out: &mut String, r: &ToolResultMessage, guess_approval: bool) {
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = keel_protocol::joined_text(&r.content);
     if guess_approval && let Some(note) = approval::from_result(r, &text) {
         out.push_str(&format!(
             "<div class=\"approval\">⚖ {}</div>",

@@ -125,17 +125,7 @@ fn close_run<'a>(out: &mut Vec<Item<'a>>, open: &mut Vec<&'a str>, run: &mut Vec
     }
 }
 
-/// The text blocks of `blocks` joined with `\n`.
-pub(crate) fn joined_text(blocks: &[ContentBlock]) -> String {
-    let texts: Vec<&str> = blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    texts.join("\n")
-}
+pub(crate) use keel_protocol::joined_text;
 
 /// The images of `blocks`, in order.
 pub(crate) fn images(blocks: &[ContentBlock]) -> Vec<Image<'_>> {

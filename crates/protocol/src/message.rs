@@ -58,6 +58,19 @@ impl ContentBlock {
     }
 }
 
+/// The text blocks of `blocks` joined with `\n` (images, thinking and
+/// tool calls left out).
+pub fn joined_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The fields of each [`ContentBlock`] variant, as they deserialise.
 mod block_fields {
     use serde::Deserialize;

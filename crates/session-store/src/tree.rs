@@ -409,15 +409,7 @@ impl SessionTree {
 
 /// The text blocks of a user message, joined with newlines.
 pub fn user_text(message: &UserMessage) -> String {
-    message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    keel_protocol::joined_text(&message.content)
 }
 
 #[cfg(test)]

@@ -38,13 +38,13 @@ use keel_core::keel_approvals::{
 };
 use keel_core::{
     ApprovalFrontend, ApprovalGate, EngineGate, GateDecision, Recovery, ToolCallInfo, WaitGuard,
-    workspace_key,
+    hinted_origin, workspace_key,
 };
 use keel_session_store::ApprovalEntry;
 use serde_json::{Value, json};
 
 use super::peer::Peer;
-use super::wire::{claude_name, input_in, input_out, keel_name};
+use super::wire::{self, claude_name, input_in, input_out, keel_name};
 
 /// Who decisions the SDK takes are recorded as.
 pub const DECIDER: &str = "claude-sdk";
@@ -127,12 +127,7 @@ impl ToolRule {
         match (&self.content, self.tool.as_str()) {
             (None, _) => Some(RuleScope::Tool),
             (Some(c), "bash") => {
-                let words: Vec<String> = c
-                    .trim_end_matches(":*")
-                    .trim_end_matches('*')
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect();
+                let words: Vec<String> = command_words(c).map(str::to_owned).collect();
                 (!words.is_empty()).then_some(RuleScope::Command { prefix: words })
             }
             (Some(c), _) => Some(RuleScope::PathGlob { glob: c.clone() }),
@@ -151,11 +146,7 @@ impl ToolRule {
         match call.tool_name.as_str() {
             "bash" => {
                 let command = call.args.get("command").and_then(Value::as_str);
-                let prefix: Vec<&str> = content
-                    .trim_end_matches(":*")
-                    .trim_end_matches('*')
-                    .split_whitespace()
-                    .collect();
+                let prefix: Vec<&str> = command_words(content).collect();
                 let analysis = engine::analyze(command.unwrap_or_default());
                 !analysis.understood
                     || analysis.commands.iter().any(|c| {
@@ -169,6 +160,14 @@ impl ToolRule {
             }
         }
     }
+}
+
+/// The words of a command rule (`git log:*` → `git`, `log`).
+fn command_words(content: &str) -> impl Iterator<Item = &str> {
+    content
+        .trim_end_matches(":*")
+        .trim_end_matches('*')
+        .split_whitespace()
 }
 
 /// `*` within one folder, `**` across folders.
@@ -396,12 +395,9 @@ impl ClaudeGate {
             .callbacks("PreToolUse", &claude_name(&call.tool_name))
         {
             let input = self.policy.hook_input("PreToolUse", call, json!({}));
-            let asked = self.peer.request(json!({
-                "subtype": "hook_callback",
-                "callback_id": id,
-                "input": input,
-                "tool_use_id": call.call_id,
-            }));
+            let asked = self
+                .peer
+                .request(wire::hook_request(&id, input, &call.call_id));
             let answer = match tokio::time::timeout(timeout, asked).await {
                 Ok(Ok(answer)) => answer,
                 Ok(Err(e)) => return hook_failed(&e),
@@ -451,19 +447,10 @@ impl ClaudeGate {
         if self.policy.mode() != PermissionMode::Plan {
             return false;
         }
-        let origin = match &call.hints {
-            Some(h) => ToolOrigin::Host {
-                class: Some(
-                    h.class
-                        .as_deref()
-                        .and_then(|c| c.parse().ok())
-                        .unwrap_or_else(|| {
-                            Class::from_mcp_hints(h.read_only, h.destructive, h.open_world)
-                        }),
-                ),
-            },
-            None => ToolOrigin::Builtin,
-        };
+        let origin = call
+            .hints
+            .as_ref()
+            .map_or(ToolOrigin::Builtin, hinted_origin);
         let c = classify(&call.tool_name, &call.args, origin, &call.cwd);
         c.class != Class::Read || !c.understood
     }

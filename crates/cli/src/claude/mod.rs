@@ -82,10 +82,8 @@ struct Driver {
     busy: bool,
     input_open: bool,
     total_cost: f64,
-    /// The session could not be opened: nothing can run.
+    /// A run could not start (with no session open: nothing can run).
     failed: bool,
-    /// A run could not start.
-    start_failed: bool,
     /// The SDK's own MCP servers being connected: runs wait for them.
     sdk_mcp: Option<tokio::sync::oneshot::Receiver<SdkServers>>,
     /// The SDK's own MCP servers and their states.
@@ -164,7 +162,6 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         input_open: stream_input,
         total_cost: 0.0,
         failed: false,
-        start_failed: false,
         sdk_mcp: None,
         sdk_servers: Vec::new(),
     };
@@ -176,7 +173,7 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         driver.queue.push_back(UserInput::text(prompt));
     }
     let outcome = driver.serve().await;
-    let failed = driver.failed || driver.start_failed;
+    let failed = driver.failed;
     driver.close().await;
     peer.close();
     drop(driver);
@@ -227,7 +224,8 @@ impl Driver {
         }
         let mut draining: Option<tokio::time::Instant> = None;
         loop {
-            if (!self.input_open && self.queue.is_empty() && !self.busy) || self.failed {
+            let stuck = self.failed && self.opened.is_none();
+            if (!self.input_open && self.queue.is_empty() && !self.busy) || stuck {
                 break;
             }
             let deadline = draining
@@ -527,8 +525,7 @@ impl Driver {
         });
         self.emit(frame).await;
         crate::report_error(&anyhow::anyhow!("{why}"));
-        self.failed = self.opened.is_none();
-        self.start_failed = true;
+        self.failed = true;
     }
 
     async fn event(&mut self, ev: AgentEvent) {
@@ -605,7 +602,7 @@ impl Driver {
             write_target: None,
             hints: None,
         };
-        let text = wire::result_text(&result.content);
+        let text = keel_protocol::joined_text(&result.content);
         let input = self.policy.hook_input(
             "PostToolUse",
             &call,
@@ -614,12 +611,7 @@ impl Driver {
         let peer = self.peer.clone();
         tokio::spawn(async move {
             for (id, timeout) in callbacks {
-                let asked = peer.request(json!({
-                    "subtype": "hook_callback",
-                    "callback_id": id,
-                    "input": input,
-                    "tool_use_id": call.call_id,
-                }));
+                let asked = peer.request(wire::hook_request(&id, input.clone(), &call.call_id));
                 if tokio::time::timeout(timeout, asked).await.is_err() {
                     tracing::info!(id, "a PostToolUse hook did not answer in time");
                 }
@@ -670,12 +662,7 @@ impl Driver {
             }
             "set_max_thinking_tokens" => {
                 let tokens = request.get("max_thinking_tokens").and_then(Value::as_u64);
-                let level = match tokens {
-                    None | Some(0) => keel_protocol::ThinkingLevel::Off,
-                    Some(1..=2048) => keel_protocol::ThinkingLevel::Low,
-                    Some(2049..=16384) => keel_protocol::ThinkingLevel::Medium,
-                    Some(_) => keel_protocol::ThinkingLevel::High,
-                };
+                let level = open::level_for_tokens(tokens.unwrap_or(0));
                 self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
                 if let Some(o) = &self.opened {
                     o.session

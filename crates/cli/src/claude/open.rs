@@ -155,12 +155,17 @@ fn thinking(args: &ClaudeArgs) -> Option<ThinkingLevel> {
             _ => ThinkingLevel::Xhigh,
         });
     }
-    args.max_thinking_tokens.map(|n| match n {
+    args.max_thinking_tokens.map(level_for_tokens)
+}
+
+/// keel's thinking level for a thinking budget in tokens.
+pub fn level_for_tokens(tokens: u64) -> ThinkingLevel {
+    match tokens {
         0 => ThinkingLevel::Off,
         1..=2048 => ThinkingLevel::Low,
         2049..=16384 => ThinkingLevel::Medium,
         _ => ThinkingLevel::High,
-    })
+    }
 }
 
 /// An opened session and what was opened with it.
@@ -354,12 +359,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         .collect();
     handle.set_tools(tools);
     if let Some(servers) = &mcp {
-        let (swap, open) = (session.handle(), session.handle());
-        keel_mcp::follow(
-            servers,
-            move || !open.is_closed(),
-            move |tools| swap.swap_tools(keel_mcp::TOOL_PREFIX, tools),
-        );
+        crate::setup::follow_mcp(servers, session.handle());
     }
     // `allowedTools`: always-allow rules of this session.
     let session_id = session.snapshot().session_id;

@@ -79,7 +79,9 @@ impl Peer {
             r = rx => r.unwrap_or_else(|_| Err("the SDK closed the request".to_owned())),
             () = self.gone.cancelled() => Err("the SDK is gone".to_owned()),
         };
+        // Answered, or nobody can answer it any more: nothing to withdraw.
         guard.id = None;
+        self.pending().remove(&id);
         reply
     }
 

@@ -170,21 +170,9 @@ pub fn assistant_frames(m: &AssistantMessage, message_id: &str, session_id: &str
         .collect()
 }
 
-/// The text of a tool result's content.
-pub fn result_text(content: &[ContentBlock]) -> String {
-    content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// The `user` message carrying one tool's result.
 pub fn tool_result_frame(r: &ToolResultMessage, session_id: &str) -> Value {
-    let text = result_text(&r.content);
+    let text = keel_protocol::joined_text(&r.content);
     json!({
         "type": "user",
         "message": {
@@ -343,6 +331,16 @@ pub fn control_error(request_id: &str, error: &str) -> Value {
     json!({
         "type": "control_response",
         "response": {"subtype": "error", "request_id": request_id, "error": error},
+    })
+}
+
+/// The `hook_callback` request for the SDK's hook `callback_id`.
+pub fn hook_request(callback_id: &str, input: Value, tool_use_id: &str) -> Value {
+    json!({
+        "subtype": "hook_callback",
+        "callback_id": callback_id,
+        "input": input,
+        "tool_use_id": tool_use_id,
     })
 }
 

@@ -60,16 +60,7 @@ fn answer_now(request: &ModelRequest) -> String {
         .iter()
         .rev()
         .find_map(|m| match m {
-            keel_protocol::Message::User(u) => Some(
-                u.content
-                    .iter()
-                    .filter_map(|b| match b {
-                        keel_protocol::ContentBlock::Text { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ),
+            keel_protocol::Message::User(u) => Some(keel_protocol::joined_text(&u.content)),
             _ => None,
         })
         .unwrap_or_default();
