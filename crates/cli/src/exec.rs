@@ -46,6 +46,11 @@ pub struct ExecArgs {
     /// Print every event as one JSON line on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The shape of --json's lines: `keel` (keel's own events, the
+    /// default) or `codex` (`codex exec --json`'s thread, turn and item
+    /// events, as --experimental-json writes them).
+    #[arg(long, value_enum, value_name = "SHAPE", env = "KEEL_EXEC_JSON_FORMAT")]
+    pub json_format: Option<JsonFormat>,
     /// Workspace directory (default: the current directory).
     #[arg(long, short = 'C', alias = "cd")]
     pub cwd: Option<PathBuf>,
@@ -94,7 +99,19 @@ pub struct ExecArgs {
     pub resume: Option<crate::exec_codex::ExecCommand>,
 }
 
+/// The shape of `keel exec --json`'s lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JsonFormat {
+    /// keel's own events.
+    Keel,
+    /// `codex exec --json`'s thread, turn and item events.
+    Codex,
+}
+
 pub async fn run(global: &GlobalArgs, mut args: ExecArgs) -> anyhow::Result<ExitCode> {
+    if args.json && args.json_format == Some(JsonFormat::Codex) {
+        args.codex.experimental_json = true;
+    }
     // Codex's options, mapped onto keel's (`crate::exec_codex`).
     let codex = crate::exec_codex::apply(&mut args, &mut |w| warn(w))?;
     let cwd = match &args.cwd {

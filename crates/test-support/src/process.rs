@@ -35,6 +35,7 @@ const SCRUBBED_ENV: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "OPENROUTER_API_KEY",
     "RUST_LOG",
+    "KEEL_EXEC_JSON_FORMAT",
 ];
 
 /// How to start `keel`.

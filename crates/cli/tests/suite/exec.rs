@@ -322,6 +322,73 @@ async fn json_mode_prints_every_event_as_a_line() {
     );
 }
 
+/// `--json-format codex` (or `KEEL_EXEC_JSON_FORMAT=codex`): `--json`
+/// writes `codex exec --json`'s lines, for hosts that spawn `exec --json`
+/// as they would Codex; `keel` keeps keel's own.
+#[tokio::test]
+async fn json_in_codex_shape_when_asked() {
+    let env = Env::new().await;
+    let codex_run = |out: &keel_test_support::KeelOutput| {
+        assert_eq!(out.code(), Some(0), "stderr: {}", out.stderr);
+        let lines = out.json_lines().unwrap();
+        let types: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["type"] != "item.updated")
+            .map(|l| l["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "thread.started",
+                "turn.started",
+                "item.started",
+                "item.completed",
+                "item.completed",
+                "turn.completed"
+            ],
+            "{lines:#?}"
+        );
+        let command = lines
+            .iter()
+            .find(|l| l["type"] == "item.completed")
+            .unwrap();
+        assert_eq!(command["item"]["type"], "command_execution");
+        assert_eq!(command["item"]["exit_code"], 0);
+        assert!(lines.last().unwrap()["usage"]["output_tokens"].is_u64());
+    };
+    for how in ["flag", "env"] {
+        env.mock.push_all([
+            MockResponse::tool_calls(vec![tool_call("c1", "bash", json!({"command": "true"}))]),
+            MockResponse::text("Ran."),
+        ]);
+        let cmd = env.exec().args(["--json", "run true"]);
+        let cmd = if how == "flag" {
+            cmd.args(["--json-format", "codex"])
+        } else {
+            cmd.env("KEEL_EXEC_JSON_FORMAT", "codex")
+        };
+        codex_run(&cmd.run().await.unwrap());
+    }
+    // `keel` is keel's own events, and the shape alone writes no JSON.
+    env.mock.push(MockResponse::text("Mine."));
+    let out = env
+        .exec()
+        .args(["--json", "--json-format=keel", "say mine"])
+        .run()
+        .await
+        .unwrap();
+    let lines = out.json_lines().unwrap();
+    assert_eq!(lines[0]["type"], "agent_start", "{lines:#?}");
+    env.mock.push(MockResponse::text("Plain."));
+    let out = env
+        .exec()
+        .args(["--json-format=codex", "say plain"])
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "Plain.\n", "{}", out.stderr);
+}
+
 #[tokio::test]
 async fn prompt_from_stdin_and_empty_prompt() {
     let env = Env::new().await;
