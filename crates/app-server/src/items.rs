@@ -254,14 +254,22 @@ pub fn completed_item(
         }
         ThreadItem::FileChange { id, changes, .. } => {
             let mut changes = changes;
-            if let (Some(diff), Some(first)) = (
-                result
-                    .and_then(|r| r.details.as_ref())
-                    .and_then(|d| d["diff"].as_str()),
-                changes.first_mut(),
-            ) && !diff.is_empty()
-            {
-                first.diff = diff.to_owned();
+            let details = result.and_then(|r| r.details.as_ref());
+            if let Some(first) = changes.first_mut() {
+                if let Some(diff) = details.and_then(|d| d["diff"].as_str())
+                    && !diff.is_empty()
+                {
+                    first.diff = diff.to_owned();
+                }
+                // The preview read the disk when the start was seen, maybe
+                // after the write; the tool knows whether it made the file.
+                match details.and_then(|d| d["created"].as_bool()) {
+                    Some(true) => first.kind = PatchChangeKind::Add,
+                    Some(false) if first.kind == PatchChangeKind::Add => {
+                        first.kind = PatchChangeKind::Update { move_path: None };
+                    }
+                    _ => {}
+                }
             }
             ThreadItem::FileChange {
                 id,
@@ -441,6 +449,28 @@ mod tests {
             serde_json::to_value(&declined).unwrap()["status"],
             "declined"
         );
+    }
+
+    /// The start may be seen after the write made the file: the tool's
+    /// `created` decides the kind.
+    #[test]
+    fn a_write_seen_late_is_still_an_add() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("new.txt"), "hi\n").unwrap();
+        let args = json!({"path": "new.txt", "content": "hi\n"});
+        let kind = |created: bool| {
+            let item = started_item("c4", "write", &args, dir.path());
+            let result = ToolResult {
+                content: vec![ContentBlock::text("Wrote 3 bytes")],
+                details: Some(json!({"created": created})),
+            };
+            match completed_item(item, Some(&result), Ending::Ran { is_error: false }, 1) {
+                ThreadItem::FileChange { changes, .. } => changes[0].kind.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(kind(true), PatchChangeKind::Add);
+        assert_eq!(kind(false), PatchChangeKind::Update { move_path: None });
     }
 
     #[test]

@@ -61,9 +61,8 @@ impl Tool for WriteTool {
     async fn execute(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput> {
         let args: Args = parse_args("write", args)?;
         let path = resolve_path(&ctx.cwd, &args.path)?;
-        if let Ok(meta) = ctx.fs.metadata(&path).await
-            && meta.is_dir
-        {
+        let existing = ctx.fs.metadata(&path).await.ok();
+        if existing.as_ref().is_some_and(|meta| meta.is_dir) {
             return Err(Error::IsADirectory { path });
         }
         check_cancel(ctx)?;
@@ -74,7 +73,9 @@ impl Tool for WriteTool {
                 "Wrote {bytes} bytes to {}",
                 args.path
             ))],
-            details: Some(json!({"path": path, "bytes": bytes})),
+            // Whether the file is new, as it was before the write: a host
+            // that looks at the disk later sees it there either way.
+            details: Some(json!({"path": path, "bytes": bytes, "created": existing.is_none()})),
         }))
     }
 }
@@ -99,6 +100,7 @@ mod tests {
         assert_eq!(out.text(), "Wrote 7 bytes to a/b/c.txt");
         let details = out.result.details.unwrap();
         assert_eq!(details["bytes"], 7);
+        assert_eq!(details["created"], true);
         assert_eq!(
             details["path"].as_str().unwrap(),
             dir.path().join("a/b/c.txt").to_str().unwrap()
@@ -108,7 +110,8 @@ mod tests {
             "héllo\n"
         );
 
-        run_ok(&WriteTool, &c, json!({"path": "a/b/c.txt", "content": ""})).await;
+        let again = run_ok(&WriteTool, &c, json!({"path": "a/b/c.txt", "content": ""})).await;
+        assert_eq!(again.result.details.unwrap()["created"], false);
         assert_eq!(
             fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
             ""
