@@ -242,11 +242,7 @@ impl McpServers {
     /// it since), lists its tools again and tells the listeners.
     async fn refresh(&self, name: &str) {
         if self.relist(name).await {
-            let mut listeners = lock(&self.listeners);
-            listeners.retain(|l| (l.listening)());
-            for listener in listeners.iter() {
-                (listener.changed)();
-            }
+            self.tell_listeners();
         }
     }
 
@@ -333,9 +329,10 @@ impl McpServers {
     /// The server `name`, connected: started again first when it died
     /// (unless its backoff has not passed).
     async fn live(&self, name: &str) -> Result<&Arc<Server>> {
-        let Some(s) = self.servers.iter().find(|s| s.name == name) else {
-            return Err(Error::Call(format!("no MCP server named {name}")));
-        };
+        let s = self.named(name)?;
+        if lock(&s.status).0 == ServerState::Disabled {
+            return Err(Error::Call(format!("MCP server {name} is disabled")));
+        }
         let dead = {
             let conn = s.conn.lock().await;
             conn.as_ref().is_none_or(Connection::is_closed)
@@ -414,6 +411,52 @@ impl McpServers {
             Self::note_closed(s, c);
         }
         contents
+    }
+
+    /// Starts server `name` again now (its backoff forgotten), enabled or
+    /// not; the listeners hear of its tools.
+    pub async fn reconnect(&self, name: &str) -> Result<()> {
+        let s = self.named(name)?;
+        *lock(&s.backoff) = (0, None);
+        lock(&s.status).0 = ServerState::Starting;
+        let started = self.connect(s).await;
+        self.tell_listeners();
+        started
+    }
+
+    /// Turns server `name` on (started now) or off (stopped, its tools
+    /// gone) for the rest of this set's life; the listeners hear of it.
+    pub async fn set_enabled(&self, name: &str, enabled: bool) -> Result<()> {
+        let s = self.named(name)?;
+        if enabled {
+            return self.reconnect(name).await;
+        }
+        if let Some(conn) = s.conn.lock().await.take() {
+            conn.stop().await;
+        }
+        *lock(&s.status) = (
+            ServerState::Disabled,
+            Vec::new(),
+            None,
+            Resources::default(),
+        );
+        self.tell_listeners();
+        Ok(())
+    }
+
+    fn named(&self, name: &str) -> Result<&Arc<Server>> {
+        self.servers
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| Error::Call(format!("no MCP server named {name}")))
+    }
+
+    fn tell_listeners(&self) {
+        let mut listeners = lock(&self.listeners);
+        listeners.retain(|l| (l.listening)());
+        for listener in listeners.iter() {
+            (listener.changed)();
+        }
     }
 
     /// Stops every server (their process groups are killed).

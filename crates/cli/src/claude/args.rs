@@ -99,6 +99,9 @@ pub struct ClaudeArgs {
     pub json_schema: Option<String>,
     pub add_dir: Vec<String>,
     pub include_partial_messages: bool,
+    /// `--replay-user-messages`: each user message is written back, with
+    /// its `uuid`, when its run starts.
+    pub replay_user_messages: bool,
     pub thinking: Option<String>,
     pub max_thinking_tokens: Option<u64>,
     pub effort: Option<String>,
@@ -237,6 +240,7 @@ impl ClaudeArgs {
             "json-schema" => self.json_schema = value,
             "add-dir" => self.add_dir.push(text()),
             "include-partial-messages" => self.include_partial_messages = true,
+            "replay-user-messages" => self.replay_user_messages = true,
             "thinking" => self.thinking = value,
             "max-thinking-tokens" => self.max_thinking_tokens = Some(number(name, &text())?),
             "effort" => self.effort = value,

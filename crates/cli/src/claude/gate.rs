@@ -246,6 +246,8 @@ pub fn read_hooks(hooks: &Value) -> HashMap<String, Vec<HookMatcher>> {
 #[derive(Default)]
 pub struct Policy {
     state: Mutex<PolicyState>,
+    /// What the files the tools change held before (`rewindFiles`).
+    pub checkpoints: super::checkpoints::Checkpoints,
 }
 
 #[derive(Default)]
@@ -272,7 +274,14 @@ impl Policy {
                 asks_host,
                 ..PolicyState::default()
             }),
+            checkpoints: super::checkpoints::Checkpoints::new(false),
         }
+    }
+
+    /// Keeps file checkpoints (the SDK's `enableFileCheckpointing`).
+    pub fn with_checkpoints(mut self, on: bool) -> Self {
+        self.checkpoints = super::checkpoints::Checkpoints::new(on);
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, PolicyState> {
@@ -285,6 +294,11 @@ impl Policy {
 
     pub fn set_mode(&self, mode: PermissionMode) {
         self.state().mode = mode;
+    }
+
+    /// More tools the host refuses (`initialize`'s `disallowedTools`).
+    pub fn add_disallowed(&self, rules: impl IntoIterator<Item = ToolRule>) {
+        self.state().disallowed.extend(rules);
     }
 
     pub fn set_hooks(&self, hooks: HashMap<String, Vec<HookMatcher>>) {
@@ -540,8 +554,18 @@ impl ApprovalGate for ClaudeGate {
             .await;
     }
 
+    /// Asked once a call is decided to run, just before it runs: the input
+    /// its decider gave it, and the checkpoint of the file it writes.
     async fn rewrite(&self, call: &ToolCallInfo) -> Option<Value> {
-        self.policy.state().rewrites.remove(&call.call_id)
+        let rewritten = self.policy.state().rewrites.remove(&call.call_id);
+        let args = rewritten.as_ref().unwrap_or(&call.args);
+        if matches!(call.tool_name.as_str(), "write" | "edit")
+            && let Some(path) = args.get("path").and_then(Value::as_str)
+        {
+            let path = keel_tools::normalize_path(&call.cwd.join(path));
+            self.policy.checkpoints.before_write(&path);
+        }
+        rewritten
     }
 
     async fn decline_waiting(&self, session_id: &str, message: &str) -> usize {

@@ -19,6 +19,8 @@
 //! permission controls do is [`gate`]'s.
 
 mod args;
+mod checkpoints;
+mod controls;
 mod gate;
 mod open;
 mod peer;
@@ -39,7 +41,7 @@ use serde_json::{Value, json};
 use tokio::signal::unix::{SignalKind, signal};
 
 pub use args::{ClaudeArgs, invoked};
-use gate::{PermissionMode, Policy, ToolRule, read_hooks};
+use gate::{PermissionMode, Policy, ToolRule};
 use open::{HostConfig, Opened, Request};
 use peer::Peer;
 use run::{Action, RunView};
@@ -76,7 +78,7 @@ struct Driver {
     policy: Arc<Policy>,
     host: HostConfig,
     opened: Option<Opened>,
-    queue: VecDeque<UserInput>,
+    queue: VecDeque<Queued>,
     run: Option<RunView>,
     /// A prompt was submitted and the session is not idle yet.
     busy: bool,
@@ -88,6 +90,25 @@ struct Driver {
     sdk_mcp: Option<tokio::sync::oneshot::Receiver<SdkServers>>,
     /// The SDK's own MCP servers and their states.
     sdk_servers: Vec<(String, String)>,
+}
+
+/// A user message waiting for its run.
+struct Queued {
+    input: UserInput,
+    /// Its `uuid` (the SDK's, else keel's): what `rewindFiles()` names.
+    uuid: String,
+    /// The message as it came, for `--replay-user-messages`.
+    message: Value,
+}
+
+impl Queued {
+    fn text(prompt: String) -> Self {
+        Self {
+            message: json!({"role": "user", "content": prompt}),
+            input: UserInput::text(prompt),
+            uuid: wire::uuid(),
+        }
+    }
 }
 
 /// Each SDK MCP server's tools, or why it could not be reached.
@@ -143,7 +164,10 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         .map(|t| ToolRule::parse(t))
         .collect();
     let asks_host = args.permission_prompt_tool.as_deref() == Some("stdio");
-    let policy = Arc::new(Policy::new(mode, disallowed, asks_host));
+    let policy = Arc::new(
+        Policy::new(mode, disallowed, asks_host)
+            .with_checkpoints(checkpoints::Checkpoints::wanted()),
+    );
     let (sender, writer) = keel_jsonl::spawn_writer(tokio::io::stdout());
     let peer = Arc::new(Peer::new(sender));
     let host = HostConfig::from_args(&args)?;
@@ -170,7 +194,7 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
             Some(p) => p,
             None => read_stdin().await?,
         };
-        driver.queue.push_back(UserInput::text(prompt));
+        driver.queue.push_back(Queued::text(prompt));
     }
     let outcome = driver.serve().await;
     let failed = driver.failed;
@@ -413,7 +437,16 @@ impl Driver {
             Ok(i) => i,
             Err(why) => return self.bad_frame(&why).await,
         };
-        self.queue.push_back(input);
+        let uuid = v
+            .get("uuid")
+            .and_then(Value::as_str)
+            .map_or_else(wire::uuid, str::to_owned);
+        let message = v.get("message").cloned().unwrap_or(Value::Null);
+        self.queue.push_back(Queued {
+            input,
+            uuid,
+            message,
+        });
         if !self.busy {
             self.start_next().await;
         }
@@ -443,7 +476,12 @@ impl Driver {
         if self.sdk_mcp.is_some() {
             return;
         }
-        let Some(input) = self.queue.pop_front() else {
+        let Some(Queued {
+            input,
+            uuid,
+            message,
+        }) = self.queue.pop_front()
+        else {
             return;
         };
         if let Err(e) = self.ensure_open().await {
@@ -485,6 +523,8 @@ impl Driver {
             permission_mode: self.policy.mode().as_str(),
             api_key_source: key,
         });
+        // What this run's tools change is kept under its message.
+        self.policy.checkpoints.mark(&uuid);
         let submitted = o.session.submit(Op::Prompt(input)).await;
         self.run = Some(RunView::new(
             &snap.session_id,
@@ -493,6 +533,17 @@ impl Driver {
             self.args.max_turns,
         ));
         self.emit(init).await;
+        if self.args.replay_user_messages {
+            let replay = json!({
+                "type": "user",
+                "message": message,
+                "parent_tool_use_id": null,
+                "session_id": snap.session_id,
+                "uuid": uuid,
+                "isReplay": true,
+            });
+            self.emit(replay).await;
+        }
         match submitted {
             Ok(()) => self.busy = true,
             Err(e) => {
@@ -617,174 +668,6 @@ impl Driver {
                 }
             }
         });
-    }
-
-    async fn control(&mut self, v: &Value) {
-        let Some(id) = v
-            .get("request_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return self.bad_frame("a control_request without request_id").await;
-        };
-        let request = v.get("request").cloned().unwrap_or(Value::Null);
-        let reply = match request.get("subtype").and_then(Value::as_str) {
-            Some(subtype) => self.control_request(subtype, &request).await,
-            None => Err("a control request without subtype".to_owned()),
-        };
-        let frame = match reply {
-            Ok(response) => wire::control_success(&id, response),
-            Err(why) => wire::control_error(&id, &why),
-        };
-        self.peer.send(&frame).await;
-    }
-
-    async fn control_request(&mut self, subtype: &str, request: &Value) -> Result<Value, String> {
-        match subtype {
-            "initialize" => self.initialize(request).await,
-            "interrupt" => {
-                if request.get("cancel_queued") == Some(&Value::Bool(true)) {
-                    self.queue.clear();
-                }
-                self.interrupt().await;
-                Ok(json!({}))
-            }
-            "set_permission_mode" => {
-                let text = request.get("mode").and_then(Value::as_str).unwrap_or("");
-                let mode = PermissionMode::parse(text)
-                    .ok_or_else(|| format!("unknown permission mode `{text}`"))?;
-                self.policy.set_mode(mode);
-                Ok(json!({"mode": mode.as_str()}))
-            }
-            "set_model" => {
-                self.set_model(request.get("model").and_then(Value::as_str))
-                    .await
-            }
-            "set_max_thinking_tokens" => {
-                let tokens = request.get("max_thinking_tokens").and_then(Value::as_u64);
-                let level = open::level_for_tokens(tokens.unwrap_or(0));
-                self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
-                if let Some(o) = &self.opened {
-                    o.session
-                        .submit(Op::SetThinkingLevel { level })
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-                Ok(json!({}))
-            }
-            "mcp_status" => {
-                let mut servers: Vec<Value> = self
-                    .opened
-                    .as_ref()
-                    .and_then(|o| o.mcp.as_ref())
-                    .map(|m| {
-                        m.status()
-                            .into_iter()
-                            .map(|s| {
-                                json!({"name": s.name, "status": mcp_state(s.state), "error": s.error})
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                servers.extend(
-                    self.sdk_servers
-                        .iter()
-                        .map(|(name, status)| json!({"name": name, "status": status})),
-                );
-                Ok(json!({"mcpServers": servers}))
-            }
-            "end_session" => {
-                self.input_open = false;
-                self.queue.clear();
-                self.interrupt().await;
-                Ok(json!({}))
-            }
-            other => Err(format!(
-                "keel does not support the control request `{other}`"
-            )),
-        }
-    }
-
-    async fn initialize(&mut self, request: &Value) -> Result<Value, String> {
-        let hooks = request.get("hooks").cloned().unwrap_or(Value::Null);
-        let has_hooks = hooks.as_object().is_some_and(|h| !h.is_empty());
-        self.policy.set_hooks(read_hooks(&hooks));
-        for event in self.policy.uncalled_hooks() {
-            warn(&format!(
-                "{event} hooks are registered, but keel calls only PreToolUse and PostToolUse hooks"
-            ));
-        }
-        if self.opened.is_none() {
-            self.host.take_initialize(request);
-        }
-        self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
-        let sdk_servers: Vec<String> = request
-            .get("sdkMcpServers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_owned))
-            .collect();
-        if !sdk_servers.is_empty() && self.sdk_mcp.is_none() {
-            // Connected while the loop goes on reading the SDK's answers;
-            // runs wait until it is done.
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            let peer = self.peer.clone();
-            tokio::spawn(async move {
-                let mut out = Vec::new();
-                for name in sdk_servers {
-                    let tools = sdk_mcp::connect(peer.clone(), &name).await;
-                    out.push((name, tools));
-                }
-                let _ = tx.send(out);
-            });
-            self.sdk_mcp = Some(rx);
-        }
-        let model = self
-            .opened
-            .as_ref()
-            .map(|o| o.session.snapshot().model)
-            .unwrap_or_default();
-        let mut out = json!({
-            "commands": [],
-            "agents": [],
-            "output_style": "default",
-            "available_output_styles": ["default"],
-            "models": [{
-                "value": model.id,
-                "displayName": model.name,
-                "description": format!("{} (keel)", model.provider),
-            }],
-            "account": {},
-            "pid": std::process::id(),
-            "hook_on_failure_supported": true,
-        });
-        if has_hooks && let Value::Object(map) = &mut out {
-            map.insert("hooks_applied".into(), Value::Bool(true));
-        }
-        Ok(out)
-    }
-
-    async fn set_model(&mut self, model: Option<&str>) -> Result<Value, String> {
-        self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
-        let Some(o) = &mut self.opened else {
-            return Err("no session".to_owned());
-        };
-        let resolved = match model {
-            Some(m) if m != "default" => o.resolved.for_model(m),
-            _ => open::resolve_model(&self.global, &self.args).map_err(|e| format!("{e:#}"))?,
-        };
-        let provider = crate::setup::build_provider(&resolved).map_err(|e| format!("{e:#}"))?;
-        o.session
-            .handle()
-            .set_model(resolved.model_info(), provider)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(w) = &resolved.warning {
-            warn(w);
-        }
-        o.resolved = resolved;
-        Ok(json!({}))
     }
 }
 

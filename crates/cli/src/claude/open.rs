@@ -36,6 +36,13 @@ pub struct HostConfig {
     /// Follows keel's system prompt (the `claude_code` preset's `append`).
     pub append_system_prompt: Option<String>,
     pub json_schema: Option<Value>,
+    /// `initialize`'s `mcpServers` (the SDK's default delivery), as
+    /// `--mcp-config` values.
+    pub mcp_config: Vec<String>,
+    /// `initialize`'s `additionalDirectories`.
+    pub add_dirs: Vec<String>,
+    /// `initialize`'s `disallowedTools`.
+    pub disallowed_tools: Vec<String>,
 }
 
 impl HostConfig {
@@ -51,6 +58,9 @@ impl HostConfig {
             system_prompt: args.system_prompt.clone(),
             append_system_prompt: args.append_system_prompt.clone(),
             json_schema,
+            mcp_config: Vec::new(),
+            add_dirs: Vec::new(),
+            disallowed_tools: Vec::new(),
         })
     }
 
@@ -76,6 +86,21 @@ impl HostConfig {
         if let Some(s) = request.get("jsonSchema").filter(|s| s.is_object()) {
             self.json_schema = Some(s.clone());
         }
+        if let Some(servers) = request.get("mcpServers").filter(|s| s.is_object()) {
+            self.mcp_config
+                .push(serde_json::json!({"mcpServers": servers}).to_string());
+        }
+        let strings = |key: &str| -> Vec<String> {
+            request
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        };
+        self.add_dirs.extend(strings("additionalDirectories"));
+        self.disallowed_tools.extend(strings("disallowedTools"));
     }
 }
 
@@ -294,7 +319,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
     sandbox
         .policy
         .writable_roots
-        .extend(args.add_dir.iter().map(PathBuf::from));
+        .extend(args.add_dir.iter().chain(&host.add_dirs).map(PathBuf::from));
     let (writer, history, tree) = session_file(args, cwd, &resolved).await?;
     let engine_gate = approval_gate(&resolved.home, cwd, None).await;
     engine_gate.set_frontend(Arc::new(ClaudeFrontend {
@@ -309,6 +334,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
     });
     let mut servers = keel_mcp::workspace::servers_for(&resolved.home, &settings.mcp_servers, cwd);
     servers.extend(mcp_config(&args.mcp_config)?);
+    servers.extend(mcp_config(&host.mcp_config)?);
     let mcp = crate::setup::start_mcp(&servers, cwd).await;
     let builder = session_builder(SessionSpec {
         cwd,
