@@ -145,6 +145,11 @@ async fn mid_command(env: &Env) -> (tokio::process::Child, Vec<Value>) {
         .env("KEEL_HOME", env.home.path())
         .env("ANTHROPIC_BASE_URL", env.mock.url())
         .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .envs(
+            env.db
+                .iter()
+                .map(|db| ("KEEL_DATABASE_URL", db.url.clone())),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

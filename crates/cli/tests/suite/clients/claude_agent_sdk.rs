@@ -14,14 +14,19 @@ use crate::suite::Env;
 
 /// The script's environment: the SDK's own names for the model server.
 pub(super) fn sdk_env(env: &Env) -> Vec<(&'static str, String)> {
-    vec![
+    let mut vars = vec![
         ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
         ("KEEL_TEST_WS", env.ws().display().to_string()),
         ("KEEL_HOME", env.home.path().display().to_string()),
         ("HOME", env.home.path().display().to_string()),
         ("ANTHROPIC_BASE_URL", env.mock.url()),
         ("ANTHROPIC_API_KEY", "sk-ant-test-claude-sdk".to_owned()),
-    ]
+    ];
+    // The database the test's other keel processes use, when it has one.
+    if let Some(db) = &env.db {
+        vars.push(("KEEL_DATABASE_URL", db.url.clone()));
+    }
+    vars
 }
 
 fn write(id: &str, path: &str, content: &str) -> keel_test_support::MockResponse {
