@@ -231,6 +231,46 @@ mod tests {
         assert_eq!(cp.rewind("nope", false)["canRewind"], false);
     }
 
+    /// A file too big to keep is named by the rewind, which then changes
+    /// nothing; a file that cannot be put back is an error, not a panic.
+    #[test]
+    fn what_cannot_be_kept_or_restored_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        let small = dir.path().join("small.txt");
+        let cp = Checkpoints::new(true);
+        cp.mark("m1");
+        cp.before_write(&big);
+        cp.before_write(&small);
+        std::fs::write(&small, "made\n").unwrap();
+        let r = cp.rewind("m1", false);
+        assert_eq!(r["canRewind"], false);
+        assert!(r["error"].as_str().unwrap().contains("big.bin"), "{r}");
+        assert!(
+            small.exists(),
+            "nothing is put back when one file cannot be"
+        );
+
+        // A file that became a directory cannot be written back.
+        let cp = Checkpoints::new(true);
+        let gone = dir.path().join("gone.txt");
+        std::fs::write(&gone, "was\n").unwrap();
+        cp.mark("m2");
+        cp.before_write(&gone);
+        std::fs::remove_file(&gone).unwrap();
+        std::fs::create_dir(&gone).unwrap();
+        let r = cp.rewind("m2", false);
+        assert_eq!(r["canRewind"], false, "{r}");
+        assert!(
+            r["error"].as_str().unwrap().contains("cannot restore"),
+            "{r}"
+        );
+    }
+
     #[test]
     fn off_unless_asked() {
         let dir = tempfile::tempdir().unwrap();

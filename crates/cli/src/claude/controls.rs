@@ -79,11 +79,17 @@ impl Driver {
                 Ok(json!({}))
             }
             "get_context_usage" => self.context_usage().await,
-            "read_file" => read_file(&self.cwd, request),
+            // File I/O (up to 10 MiB read, or every file restored) runs off
+            // the loop that reads the SDK's frames.
+            "read_file" => {
+                let (cwd, request) = (self.cwd.clone(), request.clone());
+                blocking(move || read_file(&cwd, &request)).await?
+            }
             "rewind_files" => {
-                let id = text(request, "user_message_id")?;
+                let id = text(request, "user_message_id")?.to_owned();
                 let dry_run = request.get("dry_run") == Some(&Value::Bool(true));
-                Ok(self.policy.checkpoints.rewind(id, dry_run))
+                let policy = self.policy.clone();
+                blocking(move || policy.checkpoints.rewind(&id, dry_run)).await
             }
             "mcp_read_resource" => {
                 let (server, uri) = (text(request, "serverName")?, text(request, "uri")?);
@@ -354,6 +360,15 @@ impl Driver {
         }
         Ok(json!({}))
     }
+}
+
+/// Runs `work` on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("the work did not finish: {e}"))
 }
 
 /// A string field of a request.

@@ -562,8 +562,13 @@ impl ApprovalGate for ClaudeGate {
         if matches!(call.tool_name.as_str(), "write" | "edit")
             && let Some(path) = args.get("path").and_then(Value::as_str)
         {
+            // Reading the file (up to 16 MiB) is kept off the runtime.
             let path = keel_tools::normalize_path(&call.cwd.join(path));
-            self.policy.checkpoints.before_write(&path);
+            let policy = self.policy.clone();
+            let kept = tokio::task::spawn_blocking(move || policy.checkpoints.before_write(&path));
+            if let Err(e) = kept.await {
+                tracing::warn!(error = %e, "cannot keep a checkpoint");
+            }
         }
         rewritten
     }
