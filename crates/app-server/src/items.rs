@@ -188,16 +188,7 @@ pub fn started_item(call_id: &str, tool: &str, args: &Value, cwd: &Path) -> Thre
 
 /// The text blocks of a tool result, joined.
 pub fn result_text(result: &ToolResult) -> String {
-    let mut out = String::new();
-    for block in &result.content {
-        if let ContentBlock::Text { text } = block {
-            if !out.is_empty() {
-                out.push('\n');
-            }
-            out.push_str(text);
-        }
-    }
-    out
+    keel_protocol::joined_text(&result.content)
 }
 
 /// How a tool call ended.
