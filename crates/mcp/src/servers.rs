@@ -6,9 +6,11 @@
 //! beyond that); its state and tools are kept for listing (`keel mcp
 //! list`, RPC `get_state`, app-server `mcpServerStatus/list`); a call to a
 //! server that died starts it again first, with a backoff between failed
-//! starts (1 s, doubling, at most a minute); [`McpServers::stop`] ends every
-//! connection and kills every stdio server's process group. It must not
-//! know how tools are offered to the model.
+//! starts (1 s, doubling, at most a minute); servers can be added, replaced
+//! and removed while the set runs ([`McpServers::put`],
+//! [`McpServers::remove`]); [`McpServers::stop`] ends every connection and
+//! kills every stdio server's process group. It must not know how tools are
+//! offered to the model.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -78,7 +80,8 @@ struct Listener {
 
 /// The servers of one session.
 pub struct McpServers {
-    servers: Vec<Arc<Server>>,
+    /// In configuration order, then in the order they were added.
+    servers: Mutex<Vec<Arc<Server>>>,
     env: Vec<(String, String)>,
     /// Where connections report a changed tool list.
     changed: tokio::sync::mpsc::UnboundedSender<String>,
@@ -94,7 +97,11 @@ impl std::fmt::Debug for McpServers {
         f.debug_struct("McpServers")
             .field(
                 "servers",
-                &self.servers.iter().map(|s| &s.name).collect::<Vec<_>>(),
+                &self
+                    .all()
+                    .iter()
+                    .map(|s| s.name.clone())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -129,28 +136,11 @@ impl McpServers {
     ) -> Arc<Self> {
         let servers: Vec<Arc<Server>> = configs
             .iter()
-            .map(|(name, config)| {
-                Arc::new(Server {
-                    name: name.clone(),
-                    config: config.clone(),
-                    conn: tokio::sync::Mutex::new(None),
-                    status: Mutex::new((
-                        if config.enabled {
-                            ServerState::Starting
-                        } else {
-                            ServerState::Disabled
-                        },
-                        Vec::new(),
-                        None,
-                        Resources::default(),
-                    )),
-                    backoff: Mutex::new((0, None)),
-                })
-            })
+            .map(|(name, config)| new_server(name, config.clone()))
             .collect();
         let (changed, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let this = Arc::new(Self {
-            servers,
+            servers: Mutex::new(servers),
             env,
             changed,
             listeners: Mutex::new(Vec::new()),
@@ -166,8 +156,8 @@ impl McpServers {
                 this.refresh(&name).await;
             }
         });
-        let starts = this
-            .servers
+        let all = this.all();
+        let starts = all
             .iter()
             .filter(|s| s.config.enabled)
             .map(|s| this.connect(s));
@@ -249,7 +239,7 @@ impl McpServers {
     /// Lists the tools of server `name` again if it said they changed;
     /// whether it did.
     async fn relist(&self, name: &str) -> bool {
-        let Some(s) = self.servers.iter().find(|s| s.name == name) else {
+        let Ok(s) = self.named(name) else {
             return false;
         };
         let conn = s.conn.lock().await;
@@ -278,17 +268,17 @@ impl McpServers {
 
     /// The names of the servers, in configuration order.
     pub fn names(&self) -> Vec<String> {
-        self.servers.iter().map(|s| s.name.clone()).collect()
+        self.all().iter().map(|s| s.name.clone()).collect()
     }
 
     /// Whether a server is named `name`.
     pub fn has(&self, name: &str) -> bool {
-        self.servers.iter().any(|s| s.name == name)
+        self.named(name).is_ok()
     }
 
     /// Every server, its state and tools.
     pub fn status(&self) -> Vec<ServerStatus> {
-        self.servers
+        self.all()
             .iter()
             .map(|s| {
                 let st = lock(&s.status);
@@ -304,7 +294,7 @@ impl McpServers {
 
     /// The tools of the ready servers: `(server, tool, the server's config)`.
     pub fn tool_list(&self) -> Vec<(String, ServerTool, McpServerConfig)> {
-        self.servers
+        self.all()
             .iter()
             .flat_map(|s| {
                 let tools = lock(&s.status).1.clone();
@@ -319,7 +309,7 @@ impl McpServers {
     /// The resources of every ready server that offers any: `(server,
     /// resources)`.
     pub fn resources(&self) -> Vec<(String, Resources)> {
-        self.servers
+        self.all()
             .iter()
             .map(|s| (s.name.clone(), lock(&s.status).3.clone()))
             .filter(|(_, r)| !r.is_empty())
@@ -328,7 +318,7 @@ impl McpServers {
 
     /// The server `name`, connected: started again first when it died
     /// (unless its backoff has not passed).
-    async fn live(&self, name: &str) -> Result<&Arc<Server>> {
+    async fn live(&self, name: &str) -> Result<Arc<Server>> {
         let s = self.named(name)?;
         if lock(&s.status).0 == ServerState::Disabled {
             return Err(Error::Call(format!("MCP server {name} is disabled")));
@@ -357,7 +347,7 @@ impl McpServers {
             )));
         }
         tracing::info!(server = name, "starting the MCP server again");
-        self.connect(s).await.map_err(|e| {
+        self.connect(&s).await.map_err(|e| {
             Error::Call(format!(
                 "MCP server {name} is down and did not start again: {e}"
             ))
@@ -390,7 +380,7 @@ impl McpServers {
         };
         let outcome = c.call(tool, args, s.config.tool_timeout(), progress).await;
         if outcome.is_err() {
-            Self::note_closed(s, c);
+            Self::note_closed(&s, c);
         }
         drop(conn);
         // A tool list the call changed is known before the model is asked
@@ -408,7 +398,7 @@ impl McpServers {
         };
         let contents = c.read_resource(uri, s.config.tool_timeout()).await;
         if contents.is_err() {
-            Self::note_closed(s, c);
+            Self::note_closed(&s, c);
         }
         contents
     }
@@ -419,7 +409,7 @@ impl McpServers {
         let s = self.named(name)?;
         *lock(&s.backoff) = (0, None);
         lock(&s.status).0 = ServerState::Starting;
-        let started = self.connect(s).await;
+        let started = self.connect(&s).await;
         self.tell_listeners();
         started
     }
@@ -444,11 +434,77 @@ impl McpServers {
         Ok(())
     }
 
-    fn named(&self, name: &str) -> Result<&Arc<Server>> {
-        self.servers
+    /// Adds server `name`, or replaces the one of that name (stopped
+    /// first, its place in the order kept), and starts it when enabled
+    /// (bounded by its startup timeout); the listeners hear of its tools.
+    /// The error is why it did not start; it stays listed, failed, and is
+    /// started again on its next call.
+    pub async fn put(&self, name: &str, config: McpServerConfig) -> Result<()> {
+        let server = new_server(name, config);
+        let old = {
+            let mut servers = lock(&self.servers);
+            match servers.iter_mut().find(|s| s.name == name) {
+                Some(slot) => Some(std::mem::replace(slot, server.clone())),
+                None => {
+                    servers.push(server.clone());
+                    None
+                }
+            }
+        };
+        if let Some(old) = old {
+            Self::stop_one(&old).await;
+        }
+        let started = if server.config.enabled {
+            self.connect(&server).await
+        } else {
+            Ok(())
+        };
+        self.tell_listeners();
+        started
+    }
+
+    /// Stops and forgets server `name`; the listeners hear its tools are
+    /// gone. Whether there was one.
+    pub async fn remove(&self, name: &str) -> bool {
+        let removed = {
+            let mut servers = lock(&self.servers);
+            let at = servers.iter().position(|s| s.name == name);
+            at.map(|i| servers.remove(i))
+        };
+        let Some(server) = removed else {
+            return false;
+        };
+        Self::stop_one(&server).await;
+        self.tell_listeners();
+        true
+    }
+
+    /// The configuration of server `name`.
+    pub fn config(&self, name: &str) -> Option<McpServerConfig> {
+        self.named(name).ok().map(|s| s.config.clone())
+    }
+
+    fn all(&self) -> Vec<Arc<Server>> {
+        lock(&self.servers).clone()
+    }
+
+    fn named(&self, name: &str) -> Result<Arc<Server>> {
+        lock(&self.servers)
             .iter()
             .find(|s| s.name == name)
+            .cloned()
             .ok_or_else(|| Error::Call(format!("no MCP server named {name}")))
+    }
+
+    /// Ends `s`'s connection (its process group killed).
+    async fn stop_one(s: &Server) {
+        if let Some(conn) = s.conn.lock().await.take() {
+            conn.stop().await;
+        }
+        let mut st = lock(&s.status);
+        if st.0 != ServerState::Disabled {
+            st.0 = ServerState::Stopped;
+        }
     }
 
     fn tell_listeners(&self) {
@@ -461,14 +517,28 @@ impl McpServers {
 
     /// Stops every server (their process groups are killed).
     pub async fn stop(&self) {
-        for s in &self.servers {
-            if let Some(conn) = s.conn.lock().await.take() {
-                conn.stop().await;
-            }
-            let mut st = lock(&s.status);
-            if st.0 != ServerState::Disabled {
-                st.0 = ServerState::Stopped;
-            }
+        for s in self.all() {
+            Self::stop_one(&s).await;
         }
     }
 }
+
+/// A server of `config`, not started yet.
+fn new_server(name: &str, config: McpServerConfig) -> Arc<Server> {
+    let state = if config.enabled {
+        ServerState::Starting
+    } else {
+        ServerState::Disabled
+    };
+    Arc::new(Server {
+        name: name.to_owned(),
+        config,
+        conn: tokio::sync::Mutex::new(None),
+        status: Mutex::new((state, Vec::new(), None, Resources::default())),
+        backoff: Mutex::new((0, None)),
+    })
+}
+
+#[cfg(test)]
+#[path = "servers_tests.rs"]
+mod tests;

@@ -27,6 +27,9 @@ impl Driver {
             return self.bad_frame("a control_request without request_id").await;
         };
         let request = v.get("request").cloned().unwrap_or(Value::Null);
+        if request.get("subtype").and_then(Value::as_str) == Some("mcp_set_servers") {
+            return self.set_mcp_servers(id, request).await;
+        }
         let reply = match request.get("subtype").and_then(Value::as_str) {
             Some(subtype) => self.control_request(subtype, &request).await,
             None => Err("a control request without subtype".to_owned()),
@@ -138,9 +141,115 @@ impl Driver {
                 request.get("task_id").and_then(Value::as_str).unwrap_or("")
             )),
             "apply_flag_settings" => self.apply_flag_settings(request).await,
+            "set_mcp_permission_mode_override" => self.mcp_mode_override(request),
+            "update_settings" => self.update_settings(request).await,
             other => Err(format!(
                 "keel does not support the control request `{other}`"
             )),
+        }
+    }
+
+    /// `setMcpServers()`. Answered from a task of its own: connecting the
+    /// SDK's servers takes answers this loop reads, and a stdio server may
+    /// take its whole startup timeout.
+    async fn set_mcp_servers(&mut self, id: String, request: Value) {
+        if let Err(e) = self.ensure_open().await {
+            let frame = wire::control_error(&id, &format!("{e:#}"));
+            return self.peer.send(&frame).await;
+        }
+        let Some(o) = &mut self.opened else { return };
+        let servers = match &o.mcp {
+            Some(m) => m.clone(),
+            None => {
+                let none = std::collections::BTreeMap::new();
+                let m = keel_mcp::McpServers::start_in(&none, &self.cwd).await;
+                self.mcp_set.follow(&m, o.session.handle());
+                o.mcp = Some(m.clone());
+                m
+            }
+        };
+        let (set, session, peer) = (self.mcp_set.clone(), o.session.handle(), self.peer.clone());
+        tokio::spawn(async move {
+            let frame = match set.set_servers(&request, &servers, &session, &peer).await {
+                Ok(response) => wire::control_success(&id, response),
+                Err(why) => wire::control_error(&id, &why),
+            };
+            peer.send(&frame).await;
+        });
+    }
+
+    /// `setMcpPermissionModeOverride()`: `default` has every call of the
+    /// server's tools judged as in Claude's default mode (keel's
+    /// `everything`: each write, send or money call asks unless a rule
+    /// allows it), whatever the session's mode; `null` clears it. keel has
+    /// no auto-mode classifier: `auto` clears it too, with a warning.
+    fn mcp_mode_override(&self, request: &Value) -> Result<Value, String> {
+        let server = text(request, "serverName")?;
+        let mut warnings = Vec::new();
+        match request.get("mode") {
+            Some(Value::String(m)) if m == "default" => self.policy.force_asking(server, true),
+            Some(Value::String(m)) if m == "auto" => {
+                self.policy.force_asking(server, false);
+                warnings.push(format!(
+                    "keel has no auto-mode classifier: the calls of {server} follow the session's permission mode"
+                ));
+            }
+            None | Some(Value::Null) => self.policy.force_asking(server, false),
+            Some(other) => return Err(format!("unknown MCP permission mode {other}")),
+        }
+        let known = self.config_mcp(server).is_ok() || self.mcp_set.is_sdk(server);
+        if !known {
+            warnings.push(format!(
+                "no MCP server named {server} is connected; the override applies once one is"
+            ));
+        }
+        Ok(match warnings.is_empty() {
+            true => json!({}),
+            false => json!({"warning": warnings.join("; ")}),
+        })
+    }
+
+    /// `updateSettings()`: the keys Claude Code's writer allows.
+    /// `localSettings.outputStyle` can only be `default`, keel's one output
+    /// style; `userSettings.effortLevel` is kept as the default effort of
+    /// the session's model in keel's home (`claude/settings.json`), used by
+    /// the next session on that model that names none (`max` is for one
+    /// session and not kept; the running session's level is not changed).
+    async fn update_settings(&mut self, request: &Value) -> Result<Value, String> {
+        let source = text(request, "source")?;
+        let Some(settings) = request.get("settings").and_then(Value::as_object) else {
+            return Err("update_settings without settings".to_owned());
+        };
+        let allowed = match source {
+            "localSettings" => "outputStyle",
+            "userSettings" => "effortLevel",
+            other => return Err(format!("unknown settings source `{other}`")),
+        };
+        if let Some(key) = settings.keys().find(|k| *k != allowed) {
+            return Err(format!(
+                "`{key}` cannot be written to {source}: only {allowed} can"
+            ));
+        }
+        let Some(value) = settings.get(allowed) else {
+            return Ok(json!({}));
+        };
+        let Some(value) = value.as_str() else {
+            return Err(format!("{allowed} must be a string"));
+        };
+        match allowed {
+            "outputStyle" if value == "default" => Ok(json!({})),
+            "outputStyle" => Err(format!(
+                "keel has no output style `{value}`; its only one is `default`"
+            )),
+            _ => {
+                self.ensure_open().await.map_err(|e| format!("{e:#}"))?;
+                let Some(o) = &self.opened else {
+                    return Err("no session".to_owned());
+                };
+                let model = o.session.snapshot().model.id;
+                open::save_effort(&o.resolved.home, &model, value)?;
+                Ok(json!({}))
+            }
         }
     }
 
@@ -262,8 +371,9 @@ impl Driver {
             })
             .unwrap_or_default();
         servers.extend(
-            self.sdk_servers
-                .iter()
+            self.mcp_set
+                .sdk_servers()
+                .into_iter()
                 .map(|(name, status)| json!({"name": name, "status": status})),
         );
         servers
@@ -271,7 +381,7 @@ impl Driver {
 
     /// The configured MCP servers, when `server` is one of them.
     fn config_mcp(&self, server: &str) -> Result<Arc<keel_mcp::McpServers>, String> {
-        if self.sdk_servers.iter().any(|(name, _)| name == server) {
+        if self.mcp_set.is_sdk(server) {
             return Err(format!(
                 "{server} is an MCP server of the SDK's process: the SDK reaches it itself"
             ));

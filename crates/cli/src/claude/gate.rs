@@ -263,6 +263,9 @@ struct PolicyState {
     asks_host: bool,
     /// What hook input names the transcript and the folder.
     transcript: String,
+    /// The `mcp__server__` prefixes of the MCP servers whose calls are
+    /// judged as in Claude's default mode (`setMcpPermissionModeOverride`).
+    forced: std::collections::BTreeSet<String>,
 }
 
 impl Policy {
@@ -294,6 +297,26 @@ impl Policy {
 
     pub fn set_mode(&self, mode: PermissionMode) {
         self.state().mode = mode;
+    }
+
+    /// Has every call of MCP server `server`'s tools judged as in
+    /// Claude's `default` mode (keel's `everything`), or no longer.
+    pub fn force_asking(&self, server: &str, on: bool) {
+        let prefix = keel_mcp::tool_name(server, "");
+        let mut state = self.state();
+        match on {
+            true => state.forced.insert(prefix),
+            false => state.forced.remove(&prefix),
+        };
+    }
+
+    /// The mode the engine judges `call` under.
+    pub fn engine_mode(&self, call: &ToolCallInfo) -> Mode {
+        let state = self.state();
+        if state.forced.iter().any(|p| call.tool_name.starts_with(p)) {
+            return PermissionMode::Default.engine_mode();
+        }
+        state.mode.engine_mode()
     }
 
     /// More tools the host refuses (`initialize`'s `disallowedTools`).
@@ -648,8 +671,8 @@ impl ApprovalFrontend for ClaudeFrontend {
 
     async fn resolved(&self, _request: &PendingRequest, _resolution: &Resolution) {}
 
-    fn mode(&self, _call: &ToolCallInfo) -> Option<Mode> {
-        Some(self.policy.mode().engine_mode())
+    fn mode(&self, call: &ToolCallInfo) -> Option<Mode> {
+        Some(self.policy.engine_mode(call))
     }
 
     fn decider(&self) -> &str {
@@ -842,5 +865,27 @@ mod tests {
             assert_eq!(m.engine_mode(), mode);
         }
         assert_eq!(PermissionMode::parse("auto"), None);
+    }
+
+    #[test]
+    fn a_server_forced_to_ask_is_judged_as_in_default_mode() {
+        let policy = Policy::new(PermissionMode::BypassPermissions, Vec::new(), true);
+        let call = |name: &str| ToolCallInfo {
+            tool_name: name.to_owned(),
+            ..bash("true")
+        };
+        policy.force_asking("calc", true);
+        assert_eq!(
+            policy.engine_mode(&call("mcp__calc__add")),
+            Mode::Everything
+        );
+        // Only that server: not another whose name it begins.
+        assert_eq!(
+            policy.engine_mode(&call("mcp__calculus__add")),
+            Mode::MoneyOnly
+        );
+        assert_eq!(policy.engine_mode(&call("bash")), Mode::MoneyOnly);
+        policy.force_asking("calc", false);
+        assert_eq!(policy.engine_mode(&call("mcp__calc__add")), Mode::MoneyOnly);
     }
 }

@@ -22,6 +22,7 @@ mod args;
 mod checkpoints;
 mod controls;
 mod gate;
+mod mcp_set;
 mod open;
 mod peer;
 mod run;
@@ -88,8 +89,8 @@ struct Driver {
     failed: bool,
     /// The SDK's own MCP servers being connected: runs wait for them.
     sdk_mcp: Option<tokio::sync::oneshot::Receiver<SdkServers>>,
-    /// The SDK's own MCP servers and their states.
-    sdk_servers: Vec<(String, String)>,
+    /// The SDK's own MCP servers, and those `setMcpServers()` manages.
+    mcp_set: Arc<mcp_set::McpSet>,
 }
 
 /// A user message waiting for its run.
@@ -187,7 +188,7 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         total_cost: 0.0,
         failed: false,
         sdk_mcp: None,
-        sdk_servers: Vec::new(),
+        mcp_set: Arc::default(),
     };
     if !stream_input {
         let prompt = match driver.args.prompt.clone() {
@@ -373,6 +374,7 @@ impl Driver {
             host: &self.host,
             policy: self.policy.clone(),
             peer: self.peer.clone(),
+            mcp_set: &self.mcp_set,
         };
         let mut opened = open::open(request, &mut |w| warn(w)).await?;
         if let Some(w) = &opened.writer {
@@ -455,19 +457,10 @@ impl Driver {
     /// The SDK's MCP servers' tools join the session's.
     fn take_sdk_servers(&mut self, servers: SdkServers) {
         for (name, outcome) in servers {
-            match outcome {
-                Ok(tools) => {
-                    if let Some(o) = &self.opened {
-                        let prefix = format!("{}{name}__", keel_mcp::TOOL_PREFIX);
-                        o.session.handle().swap_tools(&prefix, tools);
-                    }
-                    self.sdk_servers.push((name, "connected".to_owned()));
-                }
-                Err(e) => {
-                    warn(&format!("the SDK's MCP server {name}: {e}"));
-                    self.sdk_servers.push((name, "failed".to_owned()));
-                }
-            }
+            self.mcp_set.take_sdk(&name, outcome);
+        }
+        if let Some(o) = &self.opened {
+            self.mcp_set.offer(o.mcp.as_ref(), &o.session.handle());
         }
     }
 
@@ -507,7 +500,7 @@ impl Driver {
                     .collect()
             })
             .unwrap_or_default();
-        servers.extend(self.sdk_servers.iter().cloned());
+        servers.extend(self.mcp_set.sdk_servers());
         let key = if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
             "ANTHROPIC_API_KEY"
         } else {

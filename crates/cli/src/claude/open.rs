@@ -161,7 +161,8 @@ pub fn resolve_model(global: &GlobalArgs, args: &ClaudeArgs) -> anyhow::Result<R
         )?,
         _ => resolve(global, &margs)?,
     };
-    if let Some(level) = thinking(args) {
+    let saved = || saved_effort(&resolved.home, &resolved.model);
+    if let Some(level) = thinking(args).or_else(|| saved().map(|e| effort_level(&e))) {
         resolved.thinking = level;
     }
     Ok(resolved)
@@ -173,14 +174,88 @@ fn thinking(args: &ClaudeArgs) -> Option<ThinkingLevel> {
         return Some(ThinkingLevel::Off);
     }
     if let Some(effort) = &args.effort {
-        return Some(match effort.as_str() {
-            "low" => ThinkingLevel::Low,
-            "medium" => ThinkingLevel::Medium,
-            "high" => ThinkingLevel::High,
-            _ => ThinkingLevel::Xhigh,
-        });
+        return Some(effort_level(effort));
     }
     args.max_thinking_tokens.map(level_for_tokens)
+}
+
+/// keel's level for one of Claude's effort levels.
+fn effort_level(effort: &str) -> ThinkingLevel {
+    match effort {
+        "low" => ThinkingLevel::Low,
+        "medium" => ThinkingLevel::Medium,
+        "high" => ThinkingLevel::High,
+        _ => ThinkingLevel::Xhigh,
+    }
+}
+
+/// Where `updateSettings()` keeps each model's default effort:
+/// `{"modelSettings": {"<model>": {"effortLevel": "high"}}}`.
+fn settings_file(home: &Path) -> std::path::PathBuf {
+    home.join("claude").join("settings.json")
+}
+
+/// The effort `updateSettings()` saved for `model`.
+fn saved_effort(home: &Path, model: &str) -> Option<String> {
+    let text = std::fs::read_to_string(settings_file(home)).ok()?;
+    let v: Value = serde_json::from_str(&text).ok()?;
+    v.pointer(&format!(
+        "/modelSettings/{}/effortLevel",
+        model.replace('~', "~0").replace('/', "~1")
+    ))
+    .and_then(Value::as_str)
+    .map(str::to_owned)
+}
+
+/// Saves `effort` as `model`'s default effort (owner-only file, replaced
+/// whole). `max` is for one session, as in Claude Code: not saved.
+pub fn save_effort(home: &Path, model: &str, effort: &str) -> Result<(), String> {
+    match effort {
+        "low" | "medium" | "high" | "xhigh" => {}
+        "max" => return Ok(()),
+        other => {
+            return Err(format!(
+                "unknown effort level `{other}`: use low, medium, high, xhigh or max"
+            ));
+        }
+    }
+    let file = settings_file(home);
+    let mut v: Value = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    let models = v.as_object_mut().map(|m| {
+        m.entry("modelSettings")
+            .or_insert_with(|| serde_json::json!({}))
+    });
+    let Some(Value::Object(models)) = models else {
+        return Err(format!("{} holds no modelSettings object", file.display()));
+    };
+    models.insert(model.to_owned(), serde_json::json!({"effortLevel": effort}));
+    let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+    write_private(&file, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))
+}
+
+/// Writes `file` whole, readable by its owner only: a temporary file
+/// beside it, renamed over it.
+fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = file.with_extension("json.tmp");
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
+    std::fs::rename(&tmp, file)
 }
 
 /// keel's thinking level for a thinking budget in tokens.
@@ -249,41 +324,12 @@ fn mcp_config(values: &[String]) -> anyhow::Result<BTreeMap<String, keel_mcp::Mc
         let parsed: Value = serde_json::from_str(&text).context("--mcp-config is not JSON")?;
         let servers = parsed.get("mcpServers").and_then(Value::as_object);
         for (name, s) in servers.into_iter().flatten() {
-            let kind = s.get("type").and_then(Value::as_str).unwrap_or("stdio");
-            if kind == "sdk" {
+            if s.get("type").and_then(Value::as_str) == Some("sdk") {
                 // Reached over the control channel (`super::sdk_mcp`).
                 continue;
             }
-            let strings = |key: &str| -> BTreeMap<String, String> {
-                s.get(key)
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            let config = keel_mcp::McpServerConfig {
-                command: s.get("command").and_then(Value::as_str).map(str::to_owned),
-                args: s
-                    .get("args")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                env: strings("env"),
-                url: s.get("url").and_then(Value::as_str).map(str::to_owned),
-                http_headers: strings("headers"),
-                enabled: true,
-                ..keel_mcp::McpServerConfig::default()
-            };
-            config
-                .transport()
-                .map_err(|e| anyhow::anyhow!("--mcp-config: server {name}: {e}"))?;
+            let config = super::mcp_set::server_config(name, s)
+                .map_err(|e| anyhow::anyhow!("--mcp-config: {e}"))?;
             out.insert(name.clone(), config);
         }
     }
@@ -298,6 +344,7 @@ pub struct Request<'a> {
     pub host: &'a HostConfig,
     pub policy: Arc<Policy>,
     pub peer: Arc<Peer>,
+    pub mcp_set: &'a Arc<super::mcp_set::McpSet>,
 }
 
 pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Result<Opened> {
@@ -308,6 +355,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         host,
         policy,
         peer,
+        mcp_set,
     } = req;
     let resolved = resolve_model(global, args)?;
     if let Some(w) = &resolved.warning {
@@ -385,7 +433,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         .collect();
     handle.set_tools(tools);
     if let Some(servers) = &mcp {
-        crate::setup::follow_mcp(servers, session.handle());
+        mcp_set.follow(servers, session.handle());
     }
     // `allowedTools`: always-allow rules of this session.
     let session_id = session.snapshot().session_id;
@@ -406,4 +454,33 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         resolved,
         engine_gate,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_effort_is_kept_per_model_and_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        assert_eq!(saved_effort(home.path(), "m/one"), None);
+        save_effort(home.path(), "m/one", "high").unwrap();
+        save_effort(home.path(), "two", "low").unwrap();
+        save_effort(home.path(), "two", "max").unwrap();
+        assert_eq!(saved_effort(home.path(), "m/one").as_deref(), Some("high"));
+        assert_eq!(
+            saved_effort(home.path(), "two").as_deref(),
+            Some("low"),
+            "max is not kept"
+        );
+        let err = save_effort(home.path(), "two", "loud").unwrap_err();
+        assert!(err.contains("loud"), "{err}");
+        let mode = std::fs::metadata(settings_file(home.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(effort_level("high"), ThinkingLevel::High);
+    }
 }

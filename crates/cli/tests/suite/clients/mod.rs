@@ -7,6 +7,7 @@
 mod acp;
 mod claude_agent_sdk;
 mod claude_sdk_controls;
+mod claude_sdk_mcp_set;
 mod codex_sdk;
 mod codex_ts_sdk;
 mod pi_rpc;
