@@ -263,9 +263,12 @@ impl Driver {
             ));
         }
         // What the SDK delivers here instead of on the command line is
-        // taken before the session opens, and confirmed (`*_applied`).
-        let applied = self.opened.is_none();
-        if applied {
+        // taken before the session opens, and confirmed (`*_applied`); a
+        // later one (`reinitialize()`) loads nothing, and reads applied
+        // for what names the set taken at launch.
+        let first = self.opened.is_none();
+        if first {
+            self.launched = Some(request.clone());
             self.host.take_initialize(request);
             let rules = self
                 .host
@@ -281,6 +284,7 @@ impl Driver {
             .into_iter()
             .flatten()
             .filter_map(|s| s.as_str().map(str::to_owned))
+            .filter(|s| !self.mcp_set.is_sdk(s))
             .collect();
         if !sdk_servers.is_empty() && self.sdk_mcp.is_none() {
             // Connected while the loop goes on reading the SDK's answers;
@@ -325,9 +329,11 @@ impl Driver {
                 ("disallowedTools", "disallowed_tools_applied"),
                 ("additionalDirectories", "additional_directories_applied"),
             ] {
-                if request.get(field).is_some_and(|v| !v.is_null()) {
-                    map.insert(reply.into(), Value::Bool(applied));
-                }
+                let Some(asked) = request.get(field).filter(|v| !v.is_null()) else {
+                    continue;
+                };
+                let launched = self.launched.as_ref().and_then(|l| l.get(field));
+                map.insert(reply.into(), Value::Bool(launched == Some(asked)));
             }
         }
         Ok(out)

@@ -91,6 +91,8 @@ struct Driver {
     sdk_mcp: Option<tokio::sync::oneshot::Receiver<SdkServers>>,
     /// The SDK's own MCP servers, and those `setMcpServers()` manages.
     mcp_set: Arc<mcp_set::McpSet>,
+    /// The first `initialize`: what the session was opened with.
+    launched: Option<Value>,
 }
 
 /// A user message waiting for its run.
@@ -189,6 +191,7 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         failed: false,
         sdk_mcp: None,
         mcp_set: Arc::default(),
+        launched: None,
     };
     if !stream_input {
         let prompt = match driver.args.prompt.clone() {

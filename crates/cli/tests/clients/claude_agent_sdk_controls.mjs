@@ -3,7 +3,8 @@
 // getContextUsage(), readFile(), an --mcp-config server toggled,
 // reconnected and read from (toggleMcpServer, reconnectMcpServer,
 // readMcpResource), applyFlagSettings(), seedReadState(), reloadSkills(),
-// reloadOutputStyles(), reloadPlugins(), supportedAgents(), stopTask().
+// reloadOutputStyles(), reloadPlugins(), supportedAgents(), stopTask(),
+// reinitialize().
 // The mock's answers are queued by the Rust test
 // (suite/clients/claude_agent_sdk.rs). Prints one JSON object.
 import { existsSync, readFileSync } from "node:fs";
@@ -103,7 +104,9 @@ for await (const m of q) {
     } catch (e) {
       stop = String(e.message);
     }
+    const again = await q.reinitialize();
     return {
+      reinitialized: { models: again.models.map((m) => m.value), mcpApplied: again.mcp_servers_applied ?? null },
       skills: await q.reloadSkills(),
       styles: await q.reloadOutputStyles(),
       plugins: await q.reloadPlugins(),

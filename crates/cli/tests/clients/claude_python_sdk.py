@@ -2,7 +2,10 @@
 unmodified, with keel as its Claude Code CLI (cli_path): query() with a
 string prompt, ClaudeSDKClient with several messages, can_use_tool allow
 with an updated input and deny, a PreToolUse hook, interrupt(),
-set_permission_mode(), structured output and resume in a new process. The
+set_permission_mode(), structured output, resume in a new process, and the
+client's other methods (get_server_info, get_mcp_status,
+toggle_mcp_server, reconnect_mcp_server, rewind_files with file
+checkpointing, get_context_usage, set_model, stop_task). The
 model is the SDK's own: ANTHROPIC_BASE_URL at the mock. The mock's answers
 are queued by the Rust test (suite/clients/claude_agent_sdk.rs), in step
 order. Prints one JSON object: what the SDK gave back at each step."""
@@ -151,6 +154,50 @@ async def resumed():
     return result_of(seen)
 
 
+async def controls():
+    servers = {"everything": {"type": "stdio", "command": os.environ["MCP_EVERYTHING"], "args": []}}
+    opts = options(
+        permission_mode="acceptEdits",
+        enable_file_checkpointing=True,
+        extra_args={"replay-user-messages": None},
+        mcp_servers=servers,
+    )
+    c_txt = os.path.join(WS, "c.txt")
+    out = {}
+    async with ClaudeSDKClient(options=opts) as client:
+        info = await client.get_server_info()
+        out["models"] = [m["value"] for m in info["models"]]
+
+        async def status():
+            s = await client.get_mcp_status()
+            return [f"{x['name']}:{x['status']}" for x in s["mcpServers"]]
+
+        out["status"] = [await status()]
+        await client.toggle_mcp_server("everything", False)
+        out["status"].append(await status())
+        await client.toggle_mcp_server("everything", True)
+        await client.reconnect_mcp_server("everything")
+        out["status"].append(await status())
+        uuids = []
+        for prompt in ("write c", "change c"):
+            await client.query(prompt)
+            async for m in client.receive_response():
+                if isinstance(m, UserMessage) and getattr(m, "uuid", None) and m.content == prompt:
+                    uuids.append(m.uuid)
+        out["before"] = open(c_txt).read()
+        await client.rewind_files(uuids[1])
+        out["after"] = open(c_txt).read()
+        usage = await client.get_context_usage()
+        out["tokens"] = usage["totalTokens"]
+        await client.set_model("claude-sonnet-4-5")
+        try:
+            await client.stop_task("t1")
+            out["stop"] = None
+        except Exception as e:  # noqa: BLE001 - what the SDK raised
+            out["stop"] = str(e)
+    return out
+
+
 async def main():
     await step("query", one_query)
     await step("canUseTool", can_use_tool)
@@ -158,6 +205,7 @@ async def main():
     await step("interrupt", interrupt_and_mode)
     await step("structured", structured)
     await step("resumed", resumed)
+    await step("controls", controls)
     print(json.dumps(OUT, default=str))
 
 

@@ -362,6 +362,9 @@ async fn claude_python_sdk_drives_keel_unchanged() {
     let Some(python) = super::pip_client("claude_agent_sdk") else {
         return;
     };
+    if !npm_client("@modelcontextprotocol/server-everything") {
+        return;
+    }
     let env = Env::new().await;
     std::fs::write(env.ws().join("keep.txt"), "kept\n").unwrap();
     env.mock.push_all([
@@ -375,8 +378,15 @@ async fn claude_python_sdk_drives_keel_unchanged() {
         bash("c4", "sleep 30"),
         anthropic::text("{\"ok\":true}"),
         anthropic::text("Again."),
+        write("c5", "c.txt", "c\n"),
+        anthropic::text("Wrote c."),
+        write("c6", "c.txt", "changed\n"),
+        anthropic::text("Changed c."),
     ]);
-    let out = super::run_python(&python, "claude_python_sdk.py", &sdk_env(&env)).await;
+    let mut vars = sdk_env(&env);
+    let everything = super::clients_dir().join("node_modules/.bin/mcp-server-everything");
+    vars.push(("MCP_EVERYTHING", everything.display().to_string()));
+    let out = super::run_python(&python, "claude_python_sdk.py", &vars).await;
     assert_eq!(out["errors"], json!({}), "a step threw: {}", out["errors"]);
     let q = &out["query"];
     assert_eq!(
@@ -413,5 +423,23 @@ async fn claude_python_sdk_drives_keel_unchanged() {
     assert_eq!(out["structured"]["structured"], json!({"ok": true}));
     assert_eq!(out["resumed"]["session_id"], session_id);
     assert_eq!(out["resumed"]["result"], "Again.");
+
+    // The client's other methods: the server toggled and reconnected, a
+    // rewind to the second message, the context, the model, no tasks.
+    let c = &out["controls"];
+    assert_eq!(c["models"], json!(["claude-sonnet-4-5"]), "{c}");
+    assert_eq!(
+        c["status"],
+        json!([
+            ["everything:connected"],
+            ["everything:disabled"],
+            ["everything:connected"]
+        ]),
+        "{c}"
+    );
+    assert_eq!(c["before"], "changed\n", "{c}");
+    assert_eq!(c["after"], "c\n", "{c}");
+    assert!(c["tokens"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["stop"].as_str().unwrap().contains("t1"), "{c}");
     assert_eq!(env.mock.pending_responses(), 0);
 }

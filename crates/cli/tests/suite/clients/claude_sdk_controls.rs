@@ -105,4 +105,11 @@ async fn the_sdks_other_query_methods_work_on_keel() {
     assert_eq!(others["agents"], json!([]));
     assert_eq!(others["plugins"]["plugins"], json!([]));
     assert!(others["stop"].as_str().unwrap().contains("t1"), "{others}");
+    // A repeated initialize answers afresh; the servers it names are the
+    // ones taken at launch.
+    assert_eq!(
+        others["reinitialized"],
+        json!({"models": ["claude-sonnet-4-5"], "mcpApplied": true}),
+        "{others}"
+    );
 }
