@@ -2,7 +2,8 @@
 // with keel as its Codex binary (codexPathOverride). Every public method
 // that needs no OpenAI server: run, runStreamed, resumeThread in a new
 // Codex (a new process), structured output, images, an abort, a failed
-// turn. The mock model's answers are queued by the Rust test
+// turn; and (opt-in) the thread options keel maps onto its sandbox,
+// approvals and thinking. The mock model's answers are queued by the Rust test
 // (suite/clients/codex_ts_sdk.rs), in step order. Prints one JSON object:
 // what the SDK gave back at each step.
 import { writeFileSync } from "node:fs";
@@ -25,8 +26,9 @@ const out = { errors: {} };
 // CODEX_SDK_STEPS=a,b: only those steps.
 const only = process.env.CODEX_SDK_STEPS?.split(",");
 
-async function step(name, f) {
-  if (only && !only.includes(name)) return;
+// An opt-in step runs only when CODEX_SDK_STEPS names it.
+async function step(name, f, { optIn = false } = {}) {
+  if ((only || optIn) && !only?.includes(name)) return;
   try {
     out[name] = await f();
   } catch (e) {
@@ -118,5 +120,24 @@ await step("failed", async () => {
     return String(e.message);
   }
 });
+
+await step(
+  "options",
+  async () => {
+    const confined = codex.startThread({
+      ...threadOptions,
+      // A model keel knows reasons (an unknown one is taken not to).
+      model: "gpt-5",
+      sandboxMode: "read-only",
+      approvalPolicy: "never",
+      modelReasoningEffort: "high",
+      networkAccessEnabled: false,
+      webSearchMode: "disabled",
+    });
+    const turn = await confined.run("try to write");
+    return { finalResponse: turn.finalResponse, items: turn.items };
+  },
+  { optIn: true },
+);
 
 console.log(JSON.stringify(out));

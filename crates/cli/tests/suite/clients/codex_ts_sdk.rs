@@ -1,8 +1,8 @@
 //! OpenAI's TypeScript SDK for `codex exec` (`@openai/codex-sdk`), as
 //! published on npm, with `keel` as its `codexPathOverride`: `run`,
 //! `runStreamed`, a command and a file change as items, structured output,
-//! an image, `resumeThread` in a new process, an abort, and a failed turn,
-//! all on the SDK's own `baseUrl` and `apiKey` (the Responses API).
+//! an image, `resumeThread` in a new process, an abort, a failed turn, and
+//! the sandbox, approval and effort options of a thread, all on the SDK's own `baseUrl` and `apiKey` (the Responses API).
 
 use keel_test_support::{MockResponse, responses, tool_call};
 use serde_json::{Value, json};
@@ -170,6 +170,50 @@ async fn codex_ts_sdk_drives_keel_exec_unchanged() {
 
 /// The same script with the Codex binary the SDK ships (offline, on the
 /// mock): the lines keel writes have Codex's shape, field by field.
+/// The thread options a host confines a run with: `sandboxMode:
+/// "read-only"` stops a write in the kernel, `approvalPolicy: "never"`
+/// asks nobody, `modelReasoningEffort` reaches the model.
+#[tokio::test]
+async fn the_sdks_sandbox_approval_and_effort_options_are_keels() {
+    if !npm_client("@openai/codex-sdk") || !crate::suite::sandbox::kernel_can_confine() {
+        return;
+    }
+    let env = Env::new().await;
+    env.mock.push_all([
+        responses::tool_calls(vec![tool_call(
+            "c1",
+            "bash",
+            json!({"command": "touch blocked.txt"}),
+        )]),
+        responses::text("Blocked."),
+    ]);
+    let home = env.home.path().display().to_string();
+    let vars = [("HOME", home.as_str()), ("CODEX_SDK_STEPS", "options")];
+    let out = run_node("codex_ts_sdk.mjs", &keel_env(&env, &vars)).await;
+    assert_eq!(out["errors"], json!({}), "a step threw: {}", out["errors"]);
+    let options = &out["options"];
+    assert_eq!(options["finalResponse"], "Blocked.", "{options}");
+    let command = options["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "command_execution")
+        .unwrap_or_else(|| panic!("no command item: {options}"));
+    assert_eq!(command["status"], "failed", "{command}");
+    // A read-only mount or Landlock: the kernel said no.
+    let output = command["aggregated_output"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(
+        output.contains("read-only") || output.contains("permission denied"),
+        "{command}"
+    );
+    assert!(!env.ws().join("blocked.txt").exists());
+    let first = &env.mock.requests()[0].body;
+    assert_eq!(first["reasoning"]["effort"], "high", "{first}");
+}
+
 #[tokio::test]
 async fn keel_exec_json_has_the_shape_codex_itself_writes() {
     if !npm_client("@openai/codex-sdk") {
