@@ -45,6 +45,9 @@ pub enum Error {
     /// No session file, id or id prefix matches the query.
     #[error("no session matches `{query}`")]
     NotFound { query: String },
+    /// A session id a caller chose is not a UUID, or is one a session has.
+    #[error("session id `{id}`: {why}")]
+    BadId { id: String, why: &'static str },
     /// An id prefix matches several sessions.
     #[error("session id prefix `{query}` is ambiguous; it matches: {}", candidates.join(", "))]
     Ambiguous {

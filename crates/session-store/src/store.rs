@@ -84,10 +84,19 @@ impl SessionStore {
         cwd: &Path,
         parent_session: Option<String>,
     ) -> (SessionHeader, PathBuf, PathBuf) {
+        self.new_file_as(cwd, parent_session, uuid::Uuid::now_v7())
+    }
+
+    fn new_file_as(
+        &self,
+        cwd: &Path,
+        parent_session: Option<String>,
+        id: uuid::Uuid,
+    ) -> (SessionHeader, PathBuf, PathBuf) {
         let now = Utc::now();
         let header = SessionHeader {
             version: FORMAT_VERSION,
-            id: uuid::Uuid::now_v7().to_string(),
+            id: id.hyphenated().to_string(),
             timestamp: rfc3339_ms(now),
             cwd: cwd.to_string_lossy().into_owned(),
             parent_session,
@@ -111,6 +120,32 @@ impl SessionStore {
         parent_session: Option<String>,
     ) -> Result<SessionWriter> {
         let (header, dir, path) = self.new_file(cwd, parent_session);
+        Self::create_file_for(header, dir, path).await
+    }
+
+    /// Creates a new session like [`create`](Self::create) with the id a
+    /// host chose (Claude Code's `--session-id`): a UUID no session of the
+    /// store has.
+    pub async fn create_as(&self, cwd: &Path, id: &str) -> Result<SessionWriter> {
+        let bad = |why| Error::BadId {
+            id: id.to_owned(),
+            why,
+        };
+        let uuid = uuid::Uuid::parse_str(id).map_err(|_| bad("not a UUID"))?;
+        match self.resolve(cwd, &uuid.hyphenated().to_string()).await {
+            Err(Error::NotFound { .. }) => {}
+            Ok(_) | Err(Error::Ambiguous { .. }) => return Err(bad("a session has it already")),
+            Err(e) => return Err(e),
+        }
+        let (header, dir, path) = self.new_file_as(cwd, None, uuid);
+        Self::create_file_for(header, dir, path).await
+    }
+
+    async fn create_file_for(
+        header: SessionHeader,
+        dir: PathBuf,
+        path: PathBuf,
+    ) -> Result<SessionWriter> {
         let line = to_line(&header)?;
         // The header is written now; the writer task syncs it and the
         // directory right away, so a host is not kept waiting on the disk
@@ -506,6 +541,23 @@ mod tests {
         assert_eq!(a, workspace_slug(Path::new(&long_a)));
         let wide = format!("/{}", "é".repeat(200));
         assert!(workspace_slug(Path::new(&wide)).len() <= MAX_SLUG_BYTES + 4);
+    }
+
+    #[tokio::test]
+    async fn a_chosen_id_is_a_uuid_no_session_has() {
+        let (_dir, store, cwd) = temp_store();
+        let id = "5D4F1C2A-0000-4000-8000-00000000ABCD";
+        let writer = within(store.create_as(&cwd, id)).await.unwrap();
+        assert_eq!(writer.id(), id.to_ascii_lowercase());
+        writer.close().await.unwrap();
+        let found = within(store.resolve(&cwd, &id.to_ascii_lowercase())).await;
+        assert_eq!(found.unwrap(), writer.path());
+        let again = within(store.create_as(&cwd, id)).await.unwrap_err();
+        assert!(again.to_string().contains("has it already"), "{again}");
+        let bad = within(store.create_as(&cwd, "not-a-uuid"))
+            .await
+            .unwrap_err();
+        assert!(bad.to_string().contains("not a UUID"), "{bad}");
     }
 
     #[tokio::test]

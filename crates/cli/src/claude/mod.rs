@@ -135,8 +135,10 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
             warn(&format!("unknown flag --{flag}: ignored"));
         }
     }
-    if args.session_id.is_some() {
-        warn("--session-id: keel names its sessions itself; the session's id is in system/init");
+    if args.session_id.is_some() && args.fork_session {
+        warn(
+            "--session-id with --fork-session: the fork gets an id of keel's; it is in system/init",
+        );
     }
     if args.resume_session_at.is_some() {
         warn("--resume-session-at: not supported; the whole session is resumed");

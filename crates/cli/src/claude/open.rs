@@ -289,8 +289,14 @@ async fn session_file(args: &ClaudeArgs, cwd: &Path, resolved: &Resolved) -> any
         (None, true) => store.latest(cwd).await?.map(|s| s.path),
         (None, false) => None,
     };
+    if args.session_id.is_some() && existing.is_some() && !args.fork_session {
+        anyhow::bail!("--session-id with --resume or --continue needs --fork-session");
+    }
     let Some(path) = existing else {
-        let writer = store.create(cwd, None).await?;
+        let writer = match &args.session_id {
+            Some(id) => store.create_as(cwd, id).await?,
+            None => store.create(cwd, None).await?,
+        };
         record_model(&writer, &resolved.provider, &resolved.model).await?;
         return Ok((Some(writer), Vec::new(), None));
     };

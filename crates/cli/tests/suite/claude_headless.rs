@@ -508,3 +508,62 @@ async fn a_failed_hook_or_permission_answer_refuses_and_a_closed_sdk_declines_wh
     assert!(told("c4").contains("closed its input"), "{}", told("c4"));
     assert_eq!(env.mock.pending_responses(), 0);
 }
+
+/// `--session-id` (the SDK's `sessionId`): the session has the host's id,
+/// another process resumes it by that id, and an id a session has, or one
+/// that is not a UUID, is refused.
+#[tokio::test]
+async fn a_session_id_the_host_chose_is_the_sessions() {
+    let env = Env::new().await;
+    env.mock
+        .push_all([anthropic::text("First."), anthropic::text("Second.")]);
+    let id = "0f6b7c9e-2d4a-4b8e-9c1f-3a5d7e9b1c2d";
+    let first = headless(&env, &["--session-id", id])
+        .stdin(format!("{}\n", user("remember this")))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(first.code(), Some(0), "{}", first.stderr);
+    let frames = first.json_lines().unwrap();
+    let ids: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f["type"] == "system" || f["type"] == "result")
+        .map(|f| &f["session_id"])
+        .collect();
+    assert_eq!(ids, [id, id], "{frames:#?}");
+
+    let resumed = headless(&env, &["--resume", id])
+        .stdin(format!("{}\n", user("and now")))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(resumed.code(), Some(0), "{}", resumed.stderr);
+    let result = resumed.json_lines().unwrap().pop().unwrap();
+    assert_eq!(result["session_id"], id);
+    assert_eq!(result["result"], "Second.");
+    let second = env.mock.requests()[1].body.to_string();
+    assert!(second.contains("remember this"), "{second}");
+
+    for (args, why) in [
+        (vec!["--session-id", id], "has it already"),
+        (vec!["--session-id", "nope"], "not a UUID"),
+        (
+            vec!["--session-id", id, "--resume", id],
+            "needs --fork-session",
+        ),
+    ] {
+        let out = headless(&env, &args)
+            .stdin(format!("{}\n", user("again")))
+            .run()
+            .await
+            .unwrap();
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(all.contains(why), "{args:?}: {all}");
+        assert_ne!(out.code(), Some(0), "{args:?}: {all}");
+    }
+    assert_eq!(
+        env.mock.requests().len(),
+        2,
+        "a refused run called the model"
+    );
+}
