@@ -13,6 +13,7 @@ mod exec_codex;
 mod inspect;
 mod logging;
 mod mcp_cmd;
+mod mcp_login;
 mod model_source;
 mod models;
 mod render;

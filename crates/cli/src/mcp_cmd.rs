@@ -1,5 +1,6 @@
 //! `keel mcp list`: the configured MCP servers, started as a session would
-//! start them, with their state and tools.
+//! start them, with their state, sign-in and tools (`login` and `logout`
+//! are [`crate::mcp_login`]'s).
 //!
 //! Owns printing each server (started, failed with its reason, disabled)
 //! and its tools with the name the model sees and the class the approval
@@ -26,6 +27,14 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Sign in to an HTTP server with OAuth (its tokens are kept under
+    /// keel's home, owner-only, and refreshed).
+    Login(crate::mcp_login::LoginArgs),
+    /// Forget an HTTP server's tokens.
+    Logout {
+        /// The server's name under [mcp_servers].
+        name: String,
+    },
 }
 
 #[allow(clippy::print_stdout)]
@@ -33,6 +42,8 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
     let json = match command {
         McpCommand::List { json } => json,
         McpCommand::Trust => return trust(global),
+        McpCommand::Login(args) => return crate::mcp_login::login(global, args).await,
+        McpCommand::Logout { name } => return crate::mcp_login::logout(global, &name),
     };
     let settings = Settings::load(global)?;
     let cwd = std::env::current_dir()?;
@@ -55,11 +66,21 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
             .unwrap_or_else(|| Class::from_mcp_hints(h.read_only, h.destructive, h.open_world))
     };
     let status = servers.status();
+    // An HTTP server's sign-in (`keel mcp login`), as the tokens file says.
+    let sign_in = |name: &str| -> Option<String> {
+        let path = configured.get(name)?.credentials.clone()?;
+        Some(keel_mcp::oauth::describe(
+            &keel_mcp::oauth::FileCredentials::new(path),
+        ))
+    };
     if json {
         let out: Vec<serde_json::Value> = status
             .iter()
             .map(|s| {
                 let mut v = serde_json::to_value(s).unwrap_or_default();
+                if let Some(auth) = sign_in(&s.name) {
+                    v["auth"] = serde_json::Value::String(auth);
+                }
                 v["toolNames"] = tools
                     .iter()
                     .filter(|t| t.hints().and_then(|h| h.server).as_deref() == Some(&s.name))
@@ -76,8 +97,11 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
             println!(
-                "{}  {state}{}",
+                "{}  {state}{}{}",
                 s.name,
+                sign_in(&s.name)
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default(),
                 s.error
                     .as_deref()
                     .map(|e| format!(": {e}"))

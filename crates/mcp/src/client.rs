@@ -228,39 +228,56 @@ impl Connection {
                 bearer_token_env_var,
                 headers,
                 env_headers,
+                credentials,
             } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
-                if let Some(var) = bearer_token_env_var {
-                    let token = std::env::var(&var).map_err(|_| {
+                if let Some(var) = &bearer_token_env_var {
+                    let token = std::env::var(var).map_err(|_| {
                         Error::Config(format!("bearer_token_env_var: {var} is not set"))
                     })?;
                     cfg = cfg.auth_header(token);
                 }
-                let mut map = std::collections::HashMap::new();
-                let pairs = headers
-                    .into_iter()
-                    .map(Ok)
-                    .chain(env_headers.into_iter().map(|(k, var)| {
-                        std::env::var(&var).map(|v| (k.clone(), v)).map_err(|_| {
-                            Error::Config(format!("env_http_headers.{k}: {var} is not set"))
-                        })
-                    }));
-                for pair in pairs {
-                    let (k, v) = pair?;
-                    let name = http::HeaderName::try_from(k.as_str())
-                        .map_err(|e| Error::Config(format!("http_headers.{k}: {e}")))?;
-                    let value = http::HeaderValue::try_from(v.as_str()).map_err(|_| {
-                        Error::Config(format!("http_headers.{k}: not a header value"))
-                    })?;
-                    map.insert(name, value);
-                }
-                cfg = cfg.custom_headers(map);
-                let transport = StreamableHttpClientTransport::from_config(cfg);
-                let service = handler.serve(transport).await.map_err(|e| {
-                    Error::Start(format!("{url} did not complete the MCP handshake: {}", e))
-                })?;
+                cfg = cfg.custom_headers(header_map(headers, env_headers)?);
+                // Signed in with `keel mcp login` (a configured token wins).
+                let signed_in = match (&bearer_token_env_var, credentials) {
+                    (None, Some(path)) => {
+                        let store = crate::oauth::FileCredentials::new(path);
+                        crate::oauth::signed_in_client(&url, store).await?
+                    }
+                    _ => None,
+                };
+                let had_tokens = signed_in.is_some();
+                let refused = |e: String| {
+                    if !(e.contains("Auth required") || e.contains("401")) {
+                        return Error::Start(format!(
+                            "{url} did not complete the MCP handshake: {e}"
+                        ));
+                    }
+                    Error::Start(match had_tokens {
+                        true => format!(
+                            "{url} no longer takes keel's sign-in: run `keel mcp login {name}` again"
+                        ),
+                        false => format!("{url} asks to sign in: run `keel mcp login {name}`"),
+                    })
+                };
+                let service = match signed_in {
+                    Some(client) => {
+                        let transport = StreamableHttpClientTransport::with_client(client, cfg);
+                        handler
+                            .serve(transport)
+                            .await
+                            .map_err(|e| refused(e.to_string()))?
+                    }
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(cfg);
+                        handler
+                            .serve(transport)
+                            .await
+                            .map_err(|e| refused(e.to_string()))?
+                    }
+                };
                 Ok(Self {
                     service: Some(service),
                     group: None,
@@ -438,4 +455,30 @@ fn kill_group(group: Option<i32>) {
             nix::sys::signal::Signal::SIGKILL,
         );
     }
+}
+
+/// `http_headers` and `env_http_headers` (values read from the
+/// environment now) as one header map.
+fn header_map(
+    headers: std::collections::BTreeMap<String, String>,
+    env_headers: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::HashMap<http::HeaderName, http::HeaderValue>> {
+    let mut map = std::collections::HashMap::new();
+    let pairs = headers
+        .into_iter()
+        .map(Ok)
+        .chain(env_headers.into_iter().map(|(k, var)| {
+            std::env::var(&var)
+                .map(|v| (k.clone(), v))
+                .map_err(|_| Error::Config(format!("env_http_headers.{k}: {var} is not set")))
+        }));
+    for pair in pairs {
+        let (k, v) = pair?;
+        let name = http::HeaderName::try_from(k.as_str())
+            .map_err(|e| Error::Config(format!("http_headers.{k}: {e}")))?;
+        let value = http::HeaderValue::try_from(v.as_str())
+            .map_err(|_| Error::Config(format!("http_headers.{k}: not a header value")))?;
+        map.insert(name, value);
+    }
+    Ok(map)
 }

@@ -69,6 +69,10 @@ pub struct McpServerConfig {
     /// keel's addition: the class of every tool of this server that
     /// `tool_classes` does not name (annotations ignored).
     pub default_class: Option<String>,
+    /// Where `keel mcp login` keeps an HTTP server's OAuth tokens (set by
+    /// keel from its home, never configured).
+    #[serde(skip)]
+    pub credentials: Option<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -89,6 +93,8 @@ pub enum Transport {
         bearer_token_env_var: Option<String>,
         headers: BTreeMap<String, String>,
         env_headers: BTreeMap<String, String>,
+        /// Its OAuth tokens' file, when keel keeps one for it.
+        credentials: Option<PathBuf>,
     },
 }
 
@@ -108,6 +114,7 @@ impl McpServerConfig {
                     bearer_token_env_var: self.bearer_token_env_var.clone(),
                     headers: self.http_headers.clone(),
                     env_headers: self.env_http_headers.clone(),
+                    credentials: self.credentials.clone(),
                 })
             }
             (None, Some(url)) => Err(format!("url {url:?} must start with http:// or https://")),

@@ -14,6 +14,7 @@
 mod client;
 pub mod config;
 mod error;
+pub mod oauth;
 mod servers;
 mod tool;
 pub mod workspace;

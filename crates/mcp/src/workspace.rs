@@ -151,6 +151,12 @@ pub fn servers_for(
         Ok(None) => {}
         Err(e) => tracing::warn!("{e}"),
     }
+    // An HTTP server's tokens from `keel mcp login` are kept under home.
+    for (name, config) in &mut all {
+        if config.url.is_some() {
+            config.credentials = Some(crate::oauth::credentials_path(home, name));
+        }
+    }
     all
 }
 

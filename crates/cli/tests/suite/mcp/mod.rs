@@ -5,6 +5,7 @@
 //! one killed in the middle of a call.
 
 mod guarded;
+mod oauth;
 mod threads;
 
 use std::path::PathBuf;

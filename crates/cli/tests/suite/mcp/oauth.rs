@@ -1,0 +1,249 @@
+//! `keel mcp login` against a local OAuth 2.1 authorization server and MCP
+//! server (`tests/clients/oauth_mcp_server.py`, on 127.0.0.1): discovery,
+//! dynamic registration, PKCE and the loopback redirect; a session's tool
+//! call on the token; the token refreshed once it expires; a revoked
+//! sign-in named as such, and a new login by pasting the redirected
+//! address; logout. The browser's part is done here: the server approves
+//! at once, so following its redirect is all a person would do.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{WAIT, call, result_for, write_config};
+use crate::suite::Env;
+
+/// The OAuth and MCP server, killed when dropped.
+struct OAuthServer {
+    _child: tokio::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl OAuthServer {
+    /// Started with access tokens that live `expires_in` seconds.
+    async fn start(expires_in: u32) -> OAuthServer {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let script: PathBuf = super::clients_dir().join("oauth_mcp_server.py");
+        let child = tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(&port_file)
+            .arg(expires_in.to_string())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let port = tokio::time::timeout(WAIT, async {
+            loop {
+                if let Some(p) = std::fs::read_to_string(&port_file)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                {
+                    return p;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the OAuth server did not start");
+        OAuthServer {
+            _child: child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn log(&self) -> Value {
+        let (_, _, body) = http("GET", &self.url("/admin/log")).await;
+        serde_json::from_str(&body).unwrap()
+    }
+}
+
+/// One HTTP request over a fresh connection, redirects not followed:
+/// (status, `Location`, body).
+async fn http(method: &str, url: &str) -> (u16, Option<String>, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.unwrap();
+        String::from_utf8_lossy(&raw).into_owned()
+    };
+    let text = tokio::time::timeout(WAIT, exchange).await.unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Location: ").map(str::to_owned));
+    (status, location, body.to_owned())
+}
+
+async fn mcp_list(env: &Env) -> String {
+    let out = env
+        .keel()
+        .args(["mcp", "list"])
+        .timeout(WAIT)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+/// Starts `keel mcp login remote` and returns it with the address it
+/// printed and the authorization server's redirect for it.
+async fn start_login(env: &Env) -> (keel_test_support::KeelChild, String) {
+    let mut login = env
+        .keel()
+        .args(["mcp", "login", "remote", "--no-browser"])
+        .env("RUST_LOG", "debug")
+        .timeout(WAIT)
+        .spawn()
+        .await
+        .unwrap();
+    let address = login
+        .wait_for_stdout(WAIT, |l| l.contains("/authorize?"))
+        .await
+        .unwrap();
+    assert!(address.contains("code_challenge_method=S256"), "{address}");
+    let (status, location, body) = http("GET", address.trim()).await;
+    assert_eq!(status, 302, "{body}");
+    (login, location.unwrap())
+}
+
+#[tokio::test]
+async fn a_login_is_used_refreshed_and_told_when_revoked() {
+    let env = Env::new().await;
+    let server = OAuthServer::start(2).await;
+    write_config(
+        &env,
+        &format!("[mcp_servers.remote]\nurl = \"{}\"\n", server.url("/mcp")),
+    );
+    let before = mcp_list(&env).await;
+    assert!(
+        before.contains("asks to sign in: run `keel mcp login remote`"),
+        "{before}"
+    );
+
+    // The browser comes back to keel's loopback listener.
+    let (login, back) = start_login(&env).await;
+    assert!(back.starts_with("http://127.0.0.1:"), "{back}");
+    let (status, _, page) = http("GET", &back).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("sign-in came back"), "{page}");
+    let out = login.wait().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("Signed in to remote"), "{}", out.stdout);
+    let log = server.log().await;
+    assert_eq!(
+        (log["registered"].clone(), log["code_grants"].clone()),
+        (json!(1), json!(1))
+    );
+
+    // A session calls the server's tool with the token.
+    env.mock.push_all([
+        call("c1", "mcp__remote__whoami", json!({})),
+        keel_test_support::MockResponse::text("done"),
+    ]);
+    let run = env.exec().arg("who am i").run().await.unwrap();
+    assert_eq!(run.code(), Some(0), "{}", run.stderr);
+    assert!(
+        result_for(&env, "c1").contains("signed in with a live token"),
+        "{}",
+        result_for(&env, "c1")
+    );
+
+    // Expired: refreshed on the next start, with a new token.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let refreshed = mcp_list(&env).await;
+    assert!(
+        refreshed.contains("remote  ready (signed in (mcp))"),
+        "{refreshed}"
+    );
+    let log = server.log().await;
+    assert_eq!(log["refresh_grants"], 1, "{log}");
+    let tokens: Vec<String> = log["bearer_seen"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        tokens
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            >= 2
+    );
+
+    // No token in what keel printed, logged or stored in sessions.
+    let mut seen = format!("{}{}{}{}", out.stdout, out.stderr, run.stdout, run.stderr);
+    for entry in walk(env.home.path()) {
+        if entry.extension().is_some_and(|e| e == "jsonl") {
+            seen.push_str(&std::fs::read_to_string(&entry).unwrap_or_default());
+        }
+    }
+    for token in &tokens {
+        assert!(!seen.contains(token.as_str()), "a token leaked: {token}");
+    }
+
+    // Revoked at the server: the refresh is refused and keel says so.
+    http("POST", &server.url("/admin/revoke")).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let revoked = mcp_list(&env).await;
+    assert!(
+        revoked.contains("no longer takes keel's sign-in: run `keel mcp login remote` again"),
+        "{revoked}"
+    );
+    assert!(
+        revoked.contains("signed out: the server refused its tokens"),
+        "{revoked}"
+    );
+
+    // A new login on a machine without a browser: the redirected address
+    // is pasted.
+    let (mut login, back) = start_login(&env).await;
+    login.send_line(&back).await.unwrap();
+    let out = login.wait().await.unwrap();
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(mcp_list(&env).await.contains("remote  ready"));
+
+    let logout = env
+        .keel()
+        .args(["mcp", "logout", "remote"])
+        .timeout(WAIT)
+        .run()
+        .await
+        .unwrap();
+    assert!(
+        logout.stdout.contains("Signed out of remote"),
+        "{}",
+        logout.stdout
+    );
+    assert!(mcp_list(&env).await.contains("not signed in"));
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

@@ -1,0 +1,381 @@
+//! OAuth 2.1 for remote MCP servers (`keel mcp login` / `logout`), on the
+//! SDK's authorization client (`rmcp`'s `auth`: RFC 9728 protected-resource
+//! metadata, RFC 8414 authorization-server metadata with the OpenID and
+//! pre-2025 fallbacks, dynamic client registration, PKCE, refresh).
+//!
+//! Owns where a server's tokens live (one owner-only JSON file per server
+//! under keel's home, [`credentials_path`], written whole by rename), the
+//! login (a loopback redirect on 127.0.0.1, or the redirected address
+//! pasted by a person on a machine without a browser), and the HTTP client
+//! a connection uses once signed in (its token refreshed when it expires or
+//! the server refuses it). Tokens never reach a log: the stored type's
+//! `Debug` redacts them and nothing here prints one. It must not know how
+//! servers are listed or called.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::transport::AuthClient;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationRequest, CredentialStore, OAuthState,
+    StoredCredentials,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{Error, Result};
+
+/// Folder of keel's home holding each server's tokens.
+pub const CREDENTIALS_DIR: &str = "mcp-credentials";
+/// How long a login waits for the person to sign in.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest request head the loopback redirect reads.
+const MAX_REDIRECT_HEAD: usize = 16 * 1024;
+
+/// Where server `name`'s tokens are kept under keel's `home`.
+pub fn credentials_path(home: &Path, name: &str) -> PathBuf {
+    let safe: String = name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '_',
+        })
+        .collect();
+    home.join(CREDENTIALS_DIR).join(format!("{safe}.json"))
+}
+
+/// One server's tokens in their file.
+#[derive(Debug, Clone)]
+pub struct FileCredentials {
+    path: PathBuf,
+}
+
+impl FileCredentials {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether a login left tokens here.
+    pub fn exists(&self) -> bool {
+        self.path.is_file()
+    }
+
+    /// The stored credentials (`None`: never signed in, or signed out).
+    pub fn read(&self) -> std::result::Result<Option<StoredCredentials>, String> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            format!(
+                "{} is not keel's credentials file: {e}",
+                self.path.display()
+            )
+        })
+    }
+
+    fn write(&self, credentials: &StoredCredentials) -> std::result::Result<(), String> {
+        let text = serde_json::to_vec_pretty(credentials).map_err(|e| e.to_string())?;
+        write_private(&self.path, &text)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+
+    /// Forgets the tokens; whether there were any.
+    pub fn remove(&self) -> std::result::Result<bool, String> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(format!("cannot remove {}: {e}", self.path.display())),
+        }
+    }
+}
+
+fn store_error(e: String) -> AuthError {
+    AuthError::InternalError(e)
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for FileCredentials {
+    async fn load(&self) -> std::result::Result<Option<StoredCredentials>, AuthError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.read())
+            .await
+            .map_err(|e| store_error(e.to_string()))?
+            .map_err(store_error)
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> std::result::Result<(), AuthError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.write(&credentials))
+            .await
+            .map_err(|e| store_error(e.to_string()))?
+            .map_err(store_error)
+    }
+
+    /// The server refused the refresh token: the stored tokens are
+    /// dropped (the client registration is kept), unless a newer login
+    /// replaced them meanwhile.
+    async fn on_refresh_token_rejected(
+        &self,
+        rejected: &StoredCredentials,
+    ) -> std::result::Result<(), AuthError> {
+        let this = self.clone();
+        // Compared in their wire form: the refresh token each holds.
+        let refresh = |c: &StoredCredentials| {
+            c.token_response
+                .as_ref()
+                .and_then(|t| serde_json::to_value(t).ok())
+                .and_then(|v| v.get("refresh_token").cloned())
+        };
+        let rejected_refresh = refresh(rejected);
+        tokio::task::spawn_blocking(move || {
+            let Some(mut now) = this.read()? else {
+                return Ok(());
+            };
+            if refresh(&now) != rejected_refresh {
+                return Ok(());
+            }
+            now.token_response = None;
+            this.write(&now)
+        })
+        .await
+        .map_err(|e| store_error(e.to_string()))?
+        .map_err(store_error)
+    }
+
+    async fn clear(&self) -> std::result::Result<(), AuthError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.remove().map(|_| ()))
+            .await
+            .map_err(|e| store_error(e.to_string()))?
+            .map_err(store_error)
+    }
+}
+
+/// Writes `file` whole, readable by its owner only, in an owner-only
+/// folder: a temporary file beside it, renamed over it.
+fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = file.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let tmp = file.with_extension("json.tmp");
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
+    std::fs::rename(&tmp, file)
+}
+
+/// What a login asks the authorization server for.
+#[derive(Debug, Clone, Default)]
+pub struct LoginRequest {
+    /// Scopes to ask for (none: what the server's metadata suggests).
+    pub scopes: Vec<String>,
+    /// A client registered with the server beforehand (none: dynamic
+    /// registration).
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// The loopback port of the redirect (0: any free one).
+    pub port: u16,
+}
+
+fn auth_error(what: &str, e: AuthError) -> Error {
+    Error::Start(format!("{what}: {e}"))
+}
+
+/// A manager for `url` that keeps its tokens in `store` (metadata may name
+/// loopback or private addresses, as the server's own may).
+async fn manager(url: &str, store: FileCredentials) -> Result<AuthorizationManager> {
+    let mut manager = AuthorizationManager::new_allowing_private_addresses(url)
+        .await
+        .map_err(|e| auth_error("the server's address", e))?;
+    manager.set_credential_store(store);
+    Ok(manager)
+}
+
+/// Signs in to the server at `url`: discovers its authorization server,
+/// registers keel (unless `request` names a client), tells `show` the
+/// address to open, and waits for the redirect back, on the loopback port
+/// or as a line of `pasted` (the address the browser was sent to), for at
+/// most [`LOGIN_TIMEOUT`]. The tokens are in `store` when this returns.
+pub async fn login(
+    url: &str,
+    store: FileCredentials,
+    request: &LoginRequest,
+    show: impl FnOnce(&str, &str),
+    mut pasted: tokio::sync::mpsc::Receiver<String>,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", request.port))
+        .await
+        .map_err(|e| Error::Start(format!("cannot listen for the redirect: {e}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| Error::Start(e.to_string()))?
+        .port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    let mut state = OAuthState::Unauthorized(manager(url, store).await?);
+    let mut asked = AuthorizationRequest::new(&redirect).with_client_name("keel");
+    if !request.scopes.is_empty() {
+        asked = asked.with_scopes(request.scopes.iter().cloned());
+    }
+    if let Some(id) = &request.client_id {
+        asked = asked.with_preregistered_client(id);
+        if let Some(secret) = &request.client_secret {
+            asked = asked.with_client_secret(secret);
+        }
+    }
+    state
+        .start_authorization(asked)
+        .await
+        .map_err(|e| auth_error("starting the sign-in", e))?;
+    let address = state
+        .get_authorization_url()
+        .await
+        .map_err(|e| auth_error("the sign-in address", e))?;
+    show(&address, &redirect);
+    let came_back = tokio::time::timeout(LOGIN_TIMEOUT, async {
+        tokio::select! {
+            url = redirected(&listener, port) => url,
+            line = async {
+                loop {
+                    match pasted.recv().await {
+                        Some(line) if line.trim().contains("code=") => return Ok(line.trim().to_owned()),
+                        Some(_) => {}
+                        None => std::future::pending::<()>().await,
+                    }
+                }
+            } => line,
+        }
+    })
+    .await
+    .map_err(|_| {
+        Error::Start(format!(
+            "nobody signed in within {}s",
+            LOGIN_TIMEOUT.as_secs()
+        ))
+    })??;
+    state
+        .handle_callback_url(&came_back)
+        .await
+        .map_err(|e| auth_error("the authorization server's answer", e))
+}
+
+/// The first request to `/callback` on the loopback listener, as the full
+/// address it was sent to; it is answered with a page saying what happened.
+async fn redirected(listener: &tokio::net::TcpListener, port: u16) -> Result<String> {
+    loop {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| Error::Start(format!("the redirect listener failed: {e}")))?;
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REDIRECT_HEAD {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let text = String::from_utf8_lossy(&head);
+        let target = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("GET "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or("");
+        if !target.starts_with("/callback?") {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let body = "keel: the sign-in came back. You can close this tab.\n";
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(reply.as_bytes()).await;
+        return Ok(format!("http://127.0.0.1:{port}{target}"));
+    }
+}
+
+/// The HTTP client of a connection to `url` signed in with `store`'s
+/// tokens (refreshed when they expire or the server refuses them);
+/// `None` when nobody signed in.
+pub async fn signed_in_client(
+    url: &str,
+    store: FileCredentials,
+) -> Result<Option<AuthClient<reqwest::Client>>> {
+    if !store.exists() {
+        return Ok(None);
+    }
+    let mut manager = manager(url, store).await?;
+    let ready = manager
+        .initialize_from_store()
+        .await
+        .map_err(|e| auth_error("the stored sign-in", e))?;
+    if !ready {
+        return Ok(None);
+    }
+    Ok(Some(AuthClient::new(reqwest::Client::default(), manager)))
+}
+
+/// What `keel mcp list` says of a server's sign-in.
+pub fn describe(store: &FileCredentials) -> String {
+    match store.read() {
+        Ok(Some(c)) if c.token_response.is_some() => match c.granted_scopes.is_empty() {
+            true => "signed in".to_owned(),
+            false => format!("signed in ({})", c.granted_scopes.join(" ")),
+        },
+        Ok(Some(_)) => "signed out: the server refused its tokens".to_owned(),
+        Ok(None) => "not signed in".to_owned(),
+        Err(e) => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_kept_owner_only_and_never_shown() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let path = credentials_path(home.path(), "my server/../x");
+        assert_eq!(path.parent().unwrap(), home.path().join(CREDENTIALS_DIR));
+        assert_eq!(path.file_name().unwrap(), "my_server_.._x.json");
+        let store = FileCredentials::new(path.clone());
+        assert_eq!(describe(&store), "not signed in");
+        let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
+            serde_json::json!({"access_token": "secret-token", "token_type": "bearer", "expires_in": 60}),
+        )
+        .unwrap();
+        let stored =
+            StoredCredentials::new("client-1".into(), Some(token), vec!["read".into()], Some(1));
+        store.write(&stored).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        let back = store.read().unwrap().unwrap();
+        assert_eq!(back.client_id, "client-1");
+        assert!(!format!("{back:?}").contains("secret-token"));
+        assert_eq!(describe(&store), "signed in (read)");
+        assert!(store.remove().unwrap());
+        assert!(!store.remove().unwrap());
+    }
+}
