@@ -228,6 +228,10 @@ pub async fn login(
     let redirect = format!("http://127.0.0.1:{port}/callback");
     let mut state = OAuthState::Unauthorized(manager(url, store).await?);
     let mut asked = AuthorizationRequest::new(&redirect).with_client_name("keel");
+    // The server's own challenge names its metadata and scopes best.
+    if let Some(challenge) = challenge(url).await {
+        asked = asked.with_challenge(challenge);
+    }
     if !request.scopes.is_empty() {
         asked = asked.with_scopes(request.scopes.iter().cloned());
     }
@@ -271,6 +275,37 @@ pub async fn login(
         .handle_callback_url(&came_back)
         .await
         .map_err(|e| auth_error("the authorization server's answer", e))
+}
+
+/// The `WWW-Authenticate` of the server's answer to an unsigned
+/// `initialize`, when it asks to sign in (401).
+async fn challenge(url: &str) -> Option<String> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .ok()?;
+    let probe = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "keel", "version": env!("CARGO_PKG_VERSION")}},
+    });
+    let answer = client
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(probe.to_string())
+        .send()
+        .await
+        .ok()?;
+    if answer.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    answer
+        .headers()
+        .get("www-authenticate")
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// The first request to `/callback` on the loopback listener, as the full

@@ -1,0 +1,3 @@
+//! keel-mcp's integration tests: the crate against real servers.
+
+mod suite;
