@@ -255,11 +255,16 @@ impl Connection {
                             "{url} did not complete the MCP handshake: {e}"
                         ));
                     }
-                    Error::Start(match had_tokens {
-                        true => format!(
-                            "{url} no longer takes keel's sign-in: run `keel mcp login {name}` again"
+                    Error::Start(match (&bearer_token_env_var, had_tokens) {
+                        (Some(var), _) => {
+                            format!("{url} refused the token in {var} (401 Unauthorized)")
+                        }
+                        (None, true) => format!(
+                            "{url} no longer takes keel's sign-in (401 Unauthorized): run `keel mcp login {name}` again"
                         ),
-                        false => format!("{url} asks to sign in: run `keel mcp login {name}`"),
+                        (None, false) => format!(
+                            "{url} asks to sign in (401 Unauthorized): run `keel mcp login {name}`"
+                        ),
                     })
                 };
                 let service = match signed_in {

@@ -132,7 +132,7 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
     );
     let before = mcp_list(&env).await;
     assert!(
-        before.contains("asks to sign in: run `keel mcp login remote`"),
+        before.contains("asks to sign in (401 Unauthorized): run `keel mcp login remote`"),
         "{before}"
     );
 
@@ -203,7 +203,9 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
     tokio::time::sleep(Duration::from_millis(2200)).await;
     let revoked = mcp_list(&env).await;
     assert!(
-        revoked.contains("no longer takes keel's sign-in: run `keel mcp login remote` again"),
+        revoked.contains(
+            "no longer takes keel's sign-in (401 Unauthorized): run `keel mcp login remote` again"
+        ),
         "{revoked}"
     );
     assert!(
