@@ -96,6 +96,7 @@ requests! {
     "mcpServer/tool/call" => McpServerToolCallParams, McpServerToolCallResponse;
     "config/mcpServer/reload" => EmptyResponse, EmptyResponse;
     "mcpServer/resource/read" => McpResourceReadParams, McpResourceReadResponse;
+    "mcpServer/oauth/login" => McpServerOauthLoginParams, McpServerOauthLoginResponse;
 }
 
 /// The methods of [`REQUESTS`].

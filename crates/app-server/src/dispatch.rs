@@ -132,6 +132,9 @@ async fn route(
         "mcpServer/tool/call" => crate::handlers::mcp::tool_call(ctx, parse(params)?).await,
         "config/mcpServer/reload" => crate::handlers::mcp::reload(ctx).await,
         "mcpServer/resource/read" => crate::handlers::mcp::resource_read(ctx, parse(params)?).await,
+        "mcpServer/oauth/login" => {
+            crate::handlers::mcp_login::oauth_login(ctx, parse(params)?).await
+        }
         other => Err(RpcError::not_implemented(other)),
     }
 }
@@ -181,6 +184,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "mcpServer/tool/call",
     "config/mcpServer/reload",
     "mcpServer/resource/read",
+    "mcpServer/oauth/login",
 ];
 
 #[cfg(test)]

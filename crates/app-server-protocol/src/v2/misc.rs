@@ -181,7 +181,9 @@ pub struct ListMcpServerStatusParams {
 #[serde(rename_all = "camelCase")]
 pub struct McpServerStatus {
     pub name: String,
-    /// `unsupported` (stdio) or `bearerToken` (HTTP with a token).
+    /// `unsupported` (stdio), `bearerToken` (HTTP with a configured token),
+    /// `oAuth` (signed in with `keel mcp login` or `mcpServer/oauth/login`)
+    /// or `notLoggedIn`.
     pub auth_status: String,
     /// Tool name → the tool as the server lists it (`name`, `description`,
     /// `inputSchema`, `annotations`).
@@ -236,4 +238,33 @@ pub struct McpResourceReadParams {
 pub struct McpResourceReadResponse {
     /// MCP's resource contents (`uri`, `mimeType`, `text` or `blob`).
     pub contents: Vec<Value>,
+}
+
+/// `mcpServer/oauth/login` params: sign in to a configured HTTP MCP
+/// server with OAuth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginParams {
+    pub name: String,
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// How long the sign-in may take (default: ten minutes).
+    #[serde(default)]
+    pub timeout_secs: Option<i64>,
+    /// `auto`, `cimd` or `dcr` (keel registers with `dcr`, or uses a
+    /// pre-registered client; `cimd` is refused).
+    #[serde(default)]
+    pub client_registration: Option<String>,
+}
+
+/// `mcpServer/oauth/login` result: the address the person opens; the
+/// outcome follows as `mcpServer/oauthLogin/completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginResponse {
+    pub authorization_url: String,
+    #[serde(default)]
+    pub login_id: Option<String>,
 }

@@ -273,6 +273,22 @@ pub enum ServerNotification {
     McpServerStartupStatusUpdated(McpServerStatusUpdatedNotification),
     #[serde(rename = "item/mcpToolCall/progress")]
     McpToolCallProgress(McpToolCallProgressNotification),
+    #[serde(rename = "mcpServer/oauthLogin/completed")]
+    McpServerOauthLoginCompleted(McpServerOauthLoginCompletedNotification),
+}
+
+/// `mcpServer/oauthLogin/completed`: how a `mcpServer/oauth/login` ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerOauthLoginCompletedNotification {
+    pub name: String,
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
 }
 
 /// `item/mcpToolCall/progress`: what an MCP server reported while its
@@ -335,6 +351,7 @@ impl ServerNotification {
                 "mcpServer/startupStatus/updated"
             }
             ServerNotification::McpToolCallProgress(_) => "item/mcpToolCall/progress",
+            ServerNotification::McpServerOauthLoginCompleted(_) => "mcpServer/oauthLogin/completed",
         }
     }
 }

@@ -195,15 +195,18 @@ fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
         .status()
         .into_iter()
         .map(|s| {
-            let config = tools
-                .iter()
-                .find(|(name, _, _)| *name == s.name)
-                .map(|(_, _, c)| c.clone());
-            let auth_status = match config.as_ref().and_then(|c| c.transport().ok()) {
+            let auth_status = match servers.config(&s.name).and_then(|c| c.transport().ok()) {
                 Some(Transport::Http {
                     bearer_token_env_var: Some(_),
                     ..
                 }) => "bearerToken",
+                Some(Transport::Http {
+                    credentials: Some(path),
+                    ..
+                }) => match keel_mcp::oauth::FileCredentials::new(path).read() {
+                    Ok(Some(c)) if c.token_response.is_some() => "oAuth",
+                    _ => "notLoggedIn",
+                },
                 _ => "unsupported",
             };
             let listed: BTreeMap<String, serde_json::Value> = tools

@@ -21,6 +21,7 @@ pub mod command;
 pub mod fs;
 pub mod initialize;
 pub mod mcp;
+pub mod mcp_login;
 pub mod misc;
 pub mod thread;
 pub mod thread_admin;

@@ -249,3 +249,51 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// An app-server client signs the process in (`mcpServer/oauth/login`):
+/// the answer is the address, the outcome a notification, and the server
+/// is started again on its tokens.
+#[tokio::test]
+async fn an_app_server_client_signs_a_server_in() {
+    let env = Env::new().await;
+    let server = OAuthServer::start(3600).await;
+    write_config(
+        &env,
+        &format!("[mcp_servers.remote]\nurl = \"{}\"\n", server.url("/mcp")),
+    );
+    let mut s = env.initialized(false).await;
+    let before = s.ok("mcpServerStatus/list", json!({})).await;
+    assert_eq!(before["data"][0]["name"], "remote", "{before}");
+    assert_ne!(before["data"][0]["runtimeStatus"], "connected", "{before}");
+    assert_eq!(before["data"][0]["authStatus"], "notLoggedIn", "{before}");
+
+    let answer = s
+        .ok("mcpServer/oauth/login", json!({"name": "remote"}))
+        .await;
+    let address = answer["authorizationUrl"].as_str().unwrap().to_owned();
+    assert!(answer["loginId"].is_string(), "{answer}");
+    let (status, location, _) = http("GET", &address).await;
+    assert_eq!(status, 302);
+    let (status, _, _) = http("GET", &location.unwrap()).await;
+    assert_eq!(status, 200);
+    let done = s.notification("mcpServer/oauthLogin/completed").await;
+    assert_eq!(done["params"]["success"], true, "{done}");
+    assert_eq!(done["params"]["loginId"], answer["loginId"]);
+    let after = s.ok("mcpServerStatus/list", json!({})).await;
+    let remote = &after["data"][0];
+    assert_eq!(remote["runtimeStatus"], "connected", "{after}");
+    assert_eq!(remote["authStatus"], "oAuth", "{after}");
+    assert!(remote["tools"].to_string().contains("whoami"), "{after}");
+
+    // A stdio server, or one not configured, is refused with why.
+    let unknown = s
+        .err("mcpServer/oauth/login", json!({"name": "nowhere"}))
+        .await;
+    assert!(
+        unknown["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no MCP server named nowhere")),
+        "{unknown}"
+    );
+    s.close().await;
+}
