@@ -441,6 +441,11 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
         keel_core::keel_approvals::NotifySettings::for_home(&home)?;
         keel_tools::child_env::configure(file.shell_environment_policy.policy());
+        // MCP servers that ask for walls get the sandbox commands get.
+        keel_mcp::confine_with(Arc::new(
+            keel_sandbox::Sandbox::new(vec![home.clone()])
+                .allow_unconfined(file.sandbox.allow_unconfined.unwrap_or(false)),
+        ));
         Ok(Settings {
             retry: file.retry.policy(),
             compaction: file.compaction.settings(),

@@ -183,6 +183,7 @@ impl Connection {
                 args,
                 env: extra,
                 cwd,
+                sandbox,
             } => {
                 let mut cmd = tokio::process::Command::new(&command);
                 cmd.args(&args)
@@ -191,8 +192,23 @@ impl Connection {
                     .envs(extra)
                     .process_group(0)
                     .kill_on_drop(true);
-                if let Some(cwd) = cwd {
+                if let Some(cwd) = &cwd {
                     cmd.current_dir(cwd);
+                }
+                if let Some(policy) = sandbox {
+                    let confiner = crate::confine::confiner().ok_or_else(|| {
+                        Error::Start(format!(
+                            "`{command}` asks for a sandbox, and this process has none to confine it"
+                        ))
+                    })?;
+                    let workspace = match cwd {
+                        Some(c) => c,
+                        None => std::env::current_dir().map_err(|e| Error::Start(e.to_string()))?,
+                    };
+                    let spec = keel_tools::SandboxSpec::new(policy, workspace);
+                    confiner.confine(&mut cmd, &spec).map_err(|e| {
+                        Error::Start(format!("`{command}` cannot be confined: {e}"))
+                    })?;
                 }
                 let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())

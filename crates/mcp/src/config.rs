@@ -69,6 +69,14 @@ pub struct McpServerConfig {
     /// keel's addition: the class of every tool of this server that
     /// `tool_classes` does not name (annotations ignored).
     pub default_class: Option<String>,
+    /// keel's addition: a stdio server's process confined as a command is
+    /// (`read-only`, `workspace-write`: its `cwd` writable, or
+    /// `danger-full-access`, the default for keel's own config; a trusted
+    /// workspace's servers default to `workspace-write`).
+    pub sandbox: Option<String>,
+    /// keel's addition: whether a confined server may open network sockets
+    /// (default: yes, servers reach their APIs).
+    pub sandbox_network: Option<bool>,
     /// Where `keel mcp login` keeps an HTTP server's OAuth tokens (set by
     /// keel from its home, never configured).
     #[serde(skip)]
@@ -87,6 +95,8 @@ pub enum Transport {
         args: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        /// The walls of its process (`None`: unconfined).
+        sandbox: Option<keel_protocol::SandboxPolicy>,
     },
     Http {
         url: String,
@@ -107,6 +117,7 @@ impl McpServerConfig {
                 args: self.args.clone(),
                 env: self.env.clone(),
                 cwd: self.cwd.clone(),
+                sandbox: self.sandbox_policy()?,
             }),
             (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
                 Ok(Transport::Http {
@@ -121,6 +132,21 @@ impl McpServerConfig {
             (Some(_), Some(_)) => Err("has both `command` and `url`; give one".to_owned()),
             (None, None) => Err("needs `command` (a stdio server) or `url` (HTTP)".to_owned()),
         }
+    }
+
+    /// The walls `sandbox` asks for (`None`: unconfined).
+    pub fn sandbox_policy(&self) -> Result<Option<keel_protocol::SandboxPolicy>, String> {
+        let Some(text) = &self.sandbox else {
+            return Ok(None);
+        };
+        let mode = keel_protocol::SandboxMode::parse(text).ok_or_else(|| {
+            format!("sandbox {text:?}: use read-only, workspace-write or danger-full-access")
+        })?;
+        let policy = keel_protocol::SandboxPolicy {
+            network_access: self.sandbox_network.unwrap_or(true),
+            ..keel_protocol::SandboxPolicy::of(mode)
+        };
+        Ok((!policy.is_unconfined()).then_some(policy))
     }
 
     pub fn startup_timeout(&self) -> Duration {

@@ -13,6 +13,7 @@
 
 mod client;
 pub mod config;
+mod confine;
 mod error;
 pub mod oauth;
 mod servers;
@@ -21,6 +22,7 @@ pub mod workspace;
 
 pub use client::{CallOutcome, Connection, Resources, ServerTool};
 pub use config::{McpServerConfig, Transport};
+pub use confine::{confine_with, confiner};
 pub use error::{Error, Result};
 pub use servers::{McpServers, ServerState, ServerStatus, ToolsChanged};
 

@@ -136,7 +136,15 @@ pub fn servers_for(
     let mut all = own.clone();
     match read(cwd) {
         Ok(Some(ws)) if is_trusted(home, cwd, &ws) => {
-            for (name, config) in ws.servers {
+            for (name, mut config) in ws.servers {
+                // A repository's servers write only in the workspace
+                // unless the file says otherwise.
+                if config.command.is_some() {
+                    config
+                        .sandbox
+                        .get_or_insert_with(|| "workspace-write".to_owned());
+                    config.cwd.get_or_insert_with(|| cwd.to_path_buf());
+                }
                 all.entry(name).or_insert(config);
             }
         }
@@ -217,6 +225,12 @@ mod tests {
             names(configured(home.path(), ws.path()).unwrap()),
             ["own", "team"]
         );
+        // The repository's server writes only in the workspace; keel's
+        // own is the user's to confine.
+        let all = configured(home.path(), ws.path()).unwrap();
+        assert_eq!(all["team"].sandbox.as_deref(), Some("workspace-write"));
+        assert_eq!(all["team"].cwd.as_deref(), Some(ws.path()));
+        assert_eq!(all["own"].sandbox, None);
         std::fs::write(
             home.path().join("config.toml"),
             "[mcp_servers.bad]\ncomand = 1\n",

@@ -4,6 +4,7 @@
 //! `tests/clients/`, plus fault cases: a server that hangs at startup and
 //! one killed in the middle of a call.
 
+mod confined;
 mod guarded;
 mod oauth;
 mod threads;
