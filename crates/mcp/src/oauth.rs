@@ -28,6 +28,9 @@ use crate::error::{Error, Result};
 pub const CREDENTIALS_DIR: &str = "mcp-credentials";
 /// How long a login waits for the person to sign in.
 pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long one connection to the loopback redirect may take to send its
+/// request.
+const REDIRECT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest request head the loopback redirect reads.
 const MAX_REDIRECT_HEAD: usize = 16 * 1024;
 
@@ -318,11 +321,21 @@ async fn redirected(listener: &tokio::net::TcpListener, port: u16) -> Result<Str
             .map_err(|e| Error::Start(format!("the redirect listener failed: {e}")))?;
         let mut head = Vec::new();
         let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REDIRECT_HEAD {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
+        // A connection that sends no request in time is dropped, so it
+        // cannot hold the browser's own back.
+        let read_head = async {
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REDIRECT_HEAD {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
             }
+        };
+        if tokio::time::timeout(REDIRECT_READ_TIMEOUT, read_head)
+            .await
+            .is_err()
+        {
+            continue;
         }
         let text = String::from_utf8_lossy(&head);
         let target = text
@@ -386,6 +399,44 @@ pub fn describe(store: &FileCredentials) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The loopback redirect answers other paths 404 and goes on; the
+    /// callback's full address comes back, and the browser is told.
+    #[tokio::test]
+    async fn the_redirect_listener_takes_only_the_callback() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting = tokio::spawn(async move { redirected(&listener, port).await });
+        let get = |path: &'static str| async move {
+            let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .unwrap();
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let timeout = Duration::from_secs(10);
+        let other = tokio::time::timeout(timeout, get("/favicon.ico"))
+            .await
+            .unwrap();
+        assert!(other.starts_with("HTTP/1.1 404"), "{other}");
+        let page = tokio::time::timeout(timeout, get("/callback?code=c&state=s"))
+            .await
+            .unwrap();
+        assert!(page.contains("sign-in came back"), "{page}");
+        let url = tokio::time::timeout(timeout, waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            url,
+            format!("http://127.0.0.1:{port}/callback?code=c&state=s")
+        );
+    }
 
     #[test]
     fn tokens_are_kept_owner_only_and_never_shown() {
