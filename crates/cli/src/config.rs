@@ -441,6 +441,8 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("{}: {e}", config_path.display()))?;
         keel_core::keel_approvals::NotifySettings::for_home(&home)?;
         keel_tools::child_env::configure(file.shell_environment_policy.policy());
+        // The file tools never read the MCP sign-in tokens.
+        keel_tools::keep_out([home.join(keel_mcp::oauth::CREDENTIALS_DIR)]);
         // MCP servers that ask for walls get the sandbox commands get.
         keel_mcp::confine_with(Arc::new(
             keel_sandbox::Sandbox::new(vec![home.clone()])

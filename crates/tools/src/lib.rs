@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 pub use backend::{
     Confiner, DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob,
     ProcessExit, ProcessRequest, ProcessRunner, SandboxSpec, WalkEntry, WalkOptions, WalkResult,
+    keep_out,
 };
 pub use builtins::{
     BashTool, EditTool, FindTool, GrepTool, LsTool, ReadTool, WriteTool, builtin_tools,

@@ -22,6 +22,9 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 #[async_trait::async_trait]
 impl FileSystem for LocalFileSystem {
     async fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        if super::kept_out::is_kept_out(path) {
+            return Err(super::kept_out::refusal(path));
+        }
         crate::bounded::read_regular_async(path, crate::bounded::MAX_READ_BYTES)
             .await
             .map_err(|e| Error::io(path, e))
@@ -84,6 +87,9 @@ impl FileSystem for LocalFileSystem {
     }
 
     async fn read_dir(&self, path: &Path) -> Result<Vec<DirEntry>> {
+        if super::kept_out::is_kept_out(path) {
+            return Err(super::kept_out::refusal(path));
+        }
         let mut dir = tokio::fs::read_dir(path)
             .await
             .map_err(|e| Error::io(path, e))?;
@@ -115,6 +121,9 @@ impl FileSystem for LocalFileSystem {
 
     async fn walk(&self, root: &Path, options: &WalkOptions) -> Result<WalkResult> {
         let glob = options.glob.as_deref().map(PathGlob::new).transpose()?;
+        if super::kept_out::is_kept_out(root) {
+            return Err(super::kept_out::refusal(root));
+        }
         tokio::fs::metadata(root)
             .await
             .map_err(|e| Error::io(root, e))?;
@@ -149,7 +158,15 @@ fn walk_blocking(root: &Path, options: &WalkOptions, glob: Option<&PathGlob>) ->
         .follow_links(false)
         .max_depth(options.max_depth)
         .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|entry| entry.depth() == 0 || entry.file_name() != ".git")
+        .filter_entry(|entry| {
+            // Only folders are looked up (a kept-out file is reached
+            // through its folder, and the root is checked before).
+            let kept = || {
+                entry.file_type().is_some_and(|t| t.is_dir())
+                    && super::kept_out::is_kept_out(entry.path())
+            };
+            (entry.depth() == 0 || entry.file_name() != ".git") && !kept()
+        })
         .build();
     let mut result = WalkResult::default();
     for entry in walker {
@@ -359,6 +376,37 @@ mod tests {
         let r = fs_.walk(root, &globbed).await.unwrap();
         assert_eq!(names(root, &r), vec!["src/deep/x.rs", "src/lib.rs"]);
         assert!(!r.truncated, "exactly the limit is not truncation");
+    }
+
+    /// A kept-out folder is not read, listed or walked into, through a
+    /// link either; its neighbours are.
+    #[tokio::test]
+    async fn kept_out_folders_are_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("home/mcp-credentials");
+        std::fs::create_dir_all(&secrets).unwrap();
+        std::fs::write(secrets.join("s.json"), "token").unwrap();
+        std::fs::write(dir.path().join("open.txt"), "fine").unwrap();
+        std::os::unix::fs::symlink(&secrets, dir.path().join("link")).unwrap();
+        super::super::keep_out([secrets.clone()]);
+        let fs = LocalFileSystem;
+        assert!(fs.read(&secrets.join("s.json")).await.is_err());
+        let via_link = fs.read(&dir.path().join("link/s.json")).await.unwrap_err();
+        assert!(via_link.to_string().contains("secrets"), "{via_link}");
+        assert!(fs.read_dir(&secrets).await.is_err());
+        assert!(fs.walk(&secrets, &WalkOptions::default()).await.is_err());
+        let all = WalkOptions {
+            include_hidden: true,
+            ..WalkOptions::default()
+        };
+        let walked = fs.walk(dir.path(), &all).await.unwrap();
+        let names = names(dir.path(), &walked);
+        assert!(names.contains(&"open.txt".to_owned()), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains("s.json")), "{names:?}");
+        assert_eq!(
+            fs.read(&dir.path().join("open.txt")).await.unwrap(),
+            b"fine"
+        );
     }
 
     #[tokio::test]

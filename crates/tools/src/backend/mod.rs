@@ -11,6 +11,7 @@
 
 mod confine;
 mod glob;
+mod kept_out;
 mod local_fs;
 mod local_process;
 mod pinned;
@@ -24,6 +25,7 @@ use crate::error::Result;
 
 pub use confine::{Confiner, SandboxSpec};
 pub use glob::PathGlob;
+pub use kept_out::keep_out;
 pub use local_fs::LocalFileSystem;
 pub use local_process::LocalProcessRunner;
 

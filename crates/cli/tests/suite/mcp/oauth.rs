@@ -152,8 +152,15 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
     );
 
     // A session calls the server's tool with the token.
+    let tokens_file = env.home.path().join("mcp-credentials/remote.json");
     env.mock.push_all([
         call("c1", "mcp__remote__whoami", json!({})),
+        // The model's own file tools never read the tokens.
+        call(
+            "c2",
+            "read",
+            json!({"path": tokens_file.display().to_string()}),
+        ),
         keel_test_support::MockResponse::text("done"),
     ]);
     let run = env.exec().arg("who am i").run().await.unwrap();
@@ -162,6 +169,11 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
         result_for(&env, "c1").contains("signed in with a live token"),
         "{}",
         result_for(&env, "c1")
+    );
+    assert!(
+        result_for(&env, "c2").contains("keel keeps its own secrets there"),
+        "{}",
+        result_for(&env, "c2")
     );
 
     // Expired: refreshed on the next start, with a new token.
