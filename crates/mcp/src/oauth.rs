@@ -302,6 +302,15 @@ async fn challenge(url: &str) -> Option<String> {
         .await
         .ok()?;
     if answer.status() != reqwest::StatusCode::UNAUTHORIZED {
+        // A server that needs no sign-in opened a session for the probe:
+        // it is closed again.
+        if let Some(session) = answer.headers().get("mcp-session-id").cloned() {
+            let _ = client
+                .delete(url)
+                .header("mcp-session-id", session)
+                .send()
+                .await;
+        }
         return None;
     }
     answer
