@@ -234,28 +234,8 @@ pub fn save_effort(home: &Path, model: &str, effort: &str) -> Result<(), String>
     };
     models.insert(model.to_owned(), serde_json::json!({"effortLevel": effort}));
     let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
-    write_private(&file, text.as_bytes())
+    keel_session_store::home_files::replace_file(&file, text.as_bytes(), true)
         .map_err(|e| format!("cannot write {}: {e}", file.display()))
-}
-
-/// Writes `file` whole, readable by its owner only: a temporary file
-/// beside it, renamed over it.
-fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = file.with_extension("json.tmp");
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    out.write_all(bytes)?;
-    out.sync_all()?;
-    std::fs::rename(&tmp, file)
 }
 
 /// keel's thinking level for a thinking budget in tokens.
