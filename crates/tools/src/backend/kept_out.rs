@@ -1,5 +1,6 @@
 //! Folders keel keeps its own secrets in (the tokens of `keel mcp login`):
-//! the local file system backend never reads, lists or walks into them,
+//! the local file system backend never reads, lists, looks up or walks
+//! into them,
 //! whatever a tool asks and whichever link leads there. The binary names
 //! them once it knows its home ([`keep_out`]), as it sets the environment
 //! policy of commands. It must not know what is kept there.

@@ -76,6 +76,9 @@ impl FileSystem for LocalFileSystem {
     }
 
     async fn metadata(&self, path: &Path) -> Result<Metadata> {
+        if super::kept_out::is_kept_out(path) {
+            return Err(super::kept_out::refusal(path));
+        }
         let meta = tokio::fs::metadata(path)
             .await
             .map_err(|e| Error::io(path, e))?;
@@ -394,6 +397,9 @@ mod tests {
         let via_link = fs.read(&dir.path().join("link/s.json")).await.unwrap_err();
         assert!(via_link.to_string().contains("secrets"), "{via_link}");
         assert!(fs.read_dir(&secrets).await.is_err());
+        // Not even whether a file is there.
+        let missing = fs.metadata(&secrets.join("none.json")).await.unwrap_err();
+        assert!(missing.to_string().contains("secrets"), "{missing}");
         assert!(fs.walk(&secrets, &WalkOptions::default()).await.is_err());
         let all = WalkOptions {
             include_hidden: true,
