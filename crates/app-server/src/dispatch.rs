@@ -128,7 +128,7 @@ async fn route(
         "skills/list" => misc::skills_list(ctx, parse(params)?),
         "permissionProfile/list" => misc::permission_profiles(parse(params)?),
         "hooks/list" => misc::hooks_list(ctx, parse(params)?),
-        "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?),
+        "mcpServerStatus/list" => crate::handlers::mcp::status_list(ctx, parse(params)?).await,
         "mcpServer/tool/call" => crate::handlers::mcp::tool_call(ctx, parse(params)?).await,
         "config/mcpServer/reload" => crate::handlers::mcp::reload(ctx).await,
         "mcpServer/resource/read" => crate::handlers::mcp::resource_read(ctx, parse(params)?).await,

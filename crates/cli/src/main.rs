@@ -161,6 +161,8 @@ fn main() -> ExitCode {
                                 | Command::Sessions { .. }
                                 | Command::Approvals(_)
                                 | Command::Worker(_)
+                                // MCP sign-ins live where the front-ends read them.
+                                | Command::Mcp { .. }
                         )
                     )
             );

@@ -43,7 +43,7 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
         McpCommand::List { json } => json,
         McpCommand::Trust => return trust(global),
         McpCommand::Login(args) => return crate::mcp_login::login(global, args).await,
-        McpCommand::Logout { name } => return crate::mcp_login::logout(global, &name),
+        McpCommand::Logout { name } => return crate::mcp_login::logout(global, &name).await,
     };
     let settings = Settings::load(global)?;
     let cwd = std::env::current_dir()?;
@@ -66,13 +66,15 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
             .unwrap_or_else(|| Class::from_mcp_hints(h.read_only, h.destructive, h.open_world))
     };
     let status = servers.status();
-    // An HTTP server's sign-in (`keel mcp login`), as the tokens file says.
-    let sign_in = |name: &str| -> Option<String> {
-        let path = configured.get(name)?.credentials.clone()?;
-        Some(keel_mcp::oauth::describe(
-            &keel_mcp::oauth::FileCredentials::new(path),
-        ))
-    };
+    // An HTTP server's sign-in (`keel mcp login`), as its tokens say.
+    let mut signed = std::collections::BTreeMap::new();
+    for (name, config) in &configured {
+        if let Some(path) = &config.credentials {
+            let store = keel_mcp::oauth::FileCredentials::new(path.clone());
+            signed.insert(name.clone(), keel_mcp::oauth::describe(&store).await);
+        }
+    }
+    let sign_in = |name: &str| signed.get(name).cloned();
     if json {
         let out: Vec<serde_json::Value> = status
             .iter()

@@ -119,9 +119,9 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> anyhow::Result<ExitC
 }
 
 #[allow(clippy::print_stdout)]
-pub fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
+pub async fn logout(global: &GlobalArgs, name: &str) -> anyhow::Result<ExitCode> {
     let (_, store) = server(global, name)?;
-    match store.remove().map_err(anyhow::Error::msg)? {
+    match store.remove().await.map_err(anyhow::Error::msg)? {
         true => println!("Signed out of {name}: its tokens are gone."),
         false => println!("{name} was not signed in."),
     }

@@ -4,7 +4,8 @@
 //! pre-2025 fallbacks, dynamic client registration, PKCE, refresh).
 //!
 //! Owns where a server's tokens live (one owner-only JSON file per server
-//! under keel's home, [`credentials_path`], written whole by rename), the
+//! under keel's home, [`credentials_path`], written whole by rename; a row
+//! of the database once the home has one: `keel_session_store::home_files`), the
 //! login (a loopback redirect on 127.0.0.1, or the redirected address
 //! pasted by a person on a machine without a browser), and the HTTP client
 //! a connection uses once signed in (its token refreshed when it expires or
@@ -15,6 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use keel_session_store::home_files;
 use rmcp::transport::AuthClient;
 use rmcp::transport::auth::{
     AuthError, AuthorizationManager, AuthorizationRequest, CredentialStore, OAuthState,
@@ -61,19 +63,15 @@ impl FileCredentials {
         &self.path
     }
 
-    /// Whether a login left tokens here.
-    pub fn exists(&self) -> bool {
-        self.path.is_file()
-    }
-
     /// The stored credentials (`None`: never signed in, or signed out).
-    pub fn read(&self) -> std::result::Result<Option<StoredCredentials>, String> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", self.path.display())),
+    pub async fn read(&self) -> std::result::Result<Option<StoredCredentials>, String> {
+        let bytes = home_files::read(&self.path)
+            .await
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let Some(bytes) = bytes else {
+            return Ok(None);
         };
-        serde_json::from_str(&text).map(Some).map_err(|e| {
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             format!(
                 "{} is not keel's credentials file: {e}",
                 self.path.display()
@@ -81,42 +79,38 @@ impl FileCredentials {
         })
     }
 
-    fn write(&self, credentials: &StoredCredentials) -> std::result::Result<(), String> {
-        let text = serde_json::to_vec_pretty(credentials).map_err(|e| e.to_string())?;
-        write_private(&self.path, &text)
+    async fn write(&self, credentials: &StoredCredentials) -> std::result::Result<(), String> {
+        let bytes = serde_json::to_vec_pretty(credentials).map_err(|e| e.to_string())?;
+        home_files::write_private(&self.path, bytes)
+            .await
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
     }
 
     /// Forgets the tokens; whether there were any.
-    pub fn remove(&self) -> std::result::Result<bool, String> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(format!("cannot remove {}: {e}", self.path.display())),
-        }
+    pub async fn remove(&self) -> std::result::Result<bool, String> {
+        home_files::remove(&self.path)
+            .await
+            .map_err(|e| format!("cannot remove {}: {e}", self.path.display()))
+    }
+
+    /// Whether a login left tokens the server has not refused.
+    pub async fn signed_in(&self) -> bool {
+        matches!(self.read().await, Ok(Some(c)) if c.token_response.is_some())
     }
 }
 
 fn store_error(e: String) -> AuthError {
-    AuthError::InternalError(e)
+    AuthError::CredentialStoreError(e)
 }
 
 #[async_trait::async_trait]
 impl CredentialStore for FileCredentials {
     async fn load(&self) -> std::result::Result<Option<StoredCredentials>, AuthError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.read())
-            .await
-            .map_err(|e| store_error(e.to_string()))?
-            .map_err(store_error)
+        self.read().await.map_err(store_error)
     }
 
     async fn save(&self, credentials: StoredCredentials) -> std::result::Result<(), AuthError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.write(&credentials))
-            .await
-            .map_err(|e| store_error(e.to_string()))?
-            .map_err(store_error)
+        self.write(&credentials).await.map_err(store_error)
     }
 
     /// The server refused the refresh token: the stored tokens are
@@ -126,7 +120,6 @@ impl CredentialStore for FileCredentials {
         &self,
         rejected: &StoredCredentials,
     ) -> std::result::Result<(), AuthError> {
-        let this = self.clone();
         // Compared in their wire form: the refresh token each holds.
         let refresh = |c: &StoredCredentials| {
             c.token_response
@@ -134,52 +127,19 @@ impl CredentialStore for FileCredentials {
                 .and_then(|t| serde_json::to_value(t).ok())
                 .and_then(|v| v.get("refresh_token").cloned())
         };
-        let rejected_refresh = refresh(rejected);
-        tokio::task::spawn_blocking(move || {
-            let Some(mut now) = this.read()? else {
-                return Ok(());
-            };
-            if refresh(&now) != rejected_refresh {
-                return Ok(());
-            }
-            now.token_response = None;
-            this.write(&now)
-        })
-        .await
-        .map_err(|e| store_error(e.to_string()))?
-        .map_err(store_error)
+        let Some(mut now) = self.read().await.map_err(store_error)? else {
+            return Ok(());
+        };
+        if refresh(&now) != refresh(rejected) {
+            return Ok(());
+        }
+        now.token_response = None;
+        self.write(&now).await.map_err(store_error)
     }
 
     async fn clear(&self) -> std::result::Result<(), AuthError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || this.remove().map(|_| ()))
-            .await
-            .map_err(|e| store_error(e.to_string()))?
-            .map_err(store_error)
+        self.remove().await.map(|_| ()).map_err(store_error)
     }
-}
-
-/// Writes `file` whole, readable by its owner only, in an owner-only
-/// folder: a temporary file beside it, renamed over it.
-fn write_private(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(dir) = file.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-    }
-    let tmp = file.with_extension("json.tmp");
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    out.write_all(bytes)?;
-    out.sync_all()?;
-    std::fs::rename(&tmp, file)
 }
 
 /// What a login asks the authorization server for.
@@ -378,7 +338,7 @@ pub async fn signed_in_client(
     url: &str,
     store: FileCredentials,
 ) -> Result<Option<AuthClient<reqwest::Client>>> {
-    if !store.exists() {
+    if store.read().await.map_err(Error::Start)?.is_none() {
         return Ok(None);
     }
     let mut manager = manager(url, store).await?;
@@ -393,8 +353,8 @@ pub async fn signed_in_client(
 }
 
 /// What `keel mcp list` says of a server's sign-in.
-pub fn describe(store: &FileCredentials) -> String {
-    match store.read() {
+pub async fn describe(store: &FileCredentials) -> String {
+    match store.read().await {
         Ok(Some(c)) if c.token_response.is_some() => match c.granted_scopes.is_empty() {
             true => "signed in".to_owned(),
             false => format!("signed in ({})", c.granted_scopes.join(" ")),
@@ -447,30 +407,41 @@ mod tests {
         );
     }
 
-    #[test]
-    fn tokens_are_kept_owner_only_and_never_shown() {
+    #[tokio::test]
+    async fn tokens_are_kept_owner_only_and_never_shown() {
         use std::os::unix::fs::PermissionsExt;
         let home = tempfile::tempdir().unwrap();
         let path = credentials_path(home.path(), "my server/../x");
         assert_eq!(path.parent().unwrap(), home.path().join(CREDENTIALS_DIR));
         assert_eq!(path.file_name().unwrap(), "my_server_.._x.json");
         let store = FileCredentials::new(path.clone());
-        assert_eq!(describe(&store), "not signed in");
+        assert_eq!(describe(&store).await, "not signed in");
         let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
             serde_json::json!({"access_token": "secret-token", "token_type": "bearer", "expires_in": 60}),
         )
         .unwrap();
         let stored =
             StoredCredentials::new("client-1".into(), Some(token), vec!["read".into()], Some(1));
-        store.write(&stored).unwrap();
+        store.write(&stored).await.unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
-        let back = store.read().unwrap().unwrap();
+        let back = store.read().await.unwrap().unwrap();
         assert_eq!(back.client_id, "client-1");
         assert!(!format!("{back:?}").contains("secret-token"));
-        assert_eq!(describe(&store), "signed in (read)");
-        assert!(store.remove().unwrap());
-        assert!(!store.remove().unwrap());
+        assert_eq!(describe(&store).await, "signed in (read)");
+        assert!(store.signed_in().await);
+        assert!(store.remove().await.unwrap());
+        assert!(!store.remove().await.unwrap());
+        // A file that is not keel's is named, never taken as signed in.
+        std::fs::write(&path, "{not json").unwrap();
+        let why = describe(&store).await;
+        assert!(why.contains("is not keel's credentials file"), "{why}");
+        assert!(!store.signed_in().await);
+        assert!(
+            signed_in_client("http://127.0.0.1:1/mcp", store)
+                .await
+                .is_err()
+        );
     }
 }

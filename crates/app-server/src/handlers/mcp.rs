@@ -163,7 +163,10 @@ pub async fn tool_call(
     })
 }
 
-pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result<Reply, RpcError> {
+pub async fn status_list(
+    ctx: &mut RequestCtx,
+    p: ListMcpServerStatusParams,
+) -> Result<Reply, RpcError> {
     let thread = match &p.thread_id {
         Some(id) => Some(
             ctx.runtime
@@ -172,43 +175,52 @@ pub fn status_list(ctx: &mut RequestCtx, p: ListMcpServerStatusParams) -> Result
         ),
         None => None,
     };
-    let data = crate::thread_mcp::listed(&ctx.runtime, thread.as_deref())
-        .into_iter()
-        .flat_map(|(servers, skip)| {
-            statuses(&servers)
-                .into_iter()
-                .filter(move |s| !skip.contains(&s.name))
-        })
-        .filter(|s| p.server_name.as_deref().is_none_or(|n| n == s.name))
-        .collect();
+    let mut data = Vec::new();
+    for (servers, skip) in crate::thread_mcp::listed(&ctx.runtime, thread.as_deref()) {
+        data.extend(statuses(&servers).await.into_iter().filter(|s| {
+            !skip.contains(&s.name) && p.server_name.as_deref().is_none_or(|n| n == s.name)
+        }));
+    }
     ok(&ListMcpServerStatusResponse {
         data,
         next_cursor: None,
     })
 }
 
+/// How server `name` of `servers` authenticates, as the wire says it.
+async fn auth_status(servers: &keel_mcp::McpServers, name: &str) -> &'static str {
+    match servers.config(name).and_then(|c| c.transport().ok()) {
+        Some(Transport::Http {
+            bearer_token_env_var: Some(_),
+            ..
+        }) => "bearerToken",
+        Some(Transport::Http {
+            credentials: Some(path),
+            ..
+        }) => match keel_mcp::oauth::FileCredentials::new(path)
+            .signed_in()
+            .await
+        {
+            true => "oAuth",
+            false => "notLoggedIn",
+        },
+        _ => "unsupported",
+    }
+}
+
 /// Every server of `servers` as `mcpServerStatus/list` shows it.
-fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
+async fn statuses(servers: &keel_mcp::McpServers) -> Vec<McpServerStatus> {
     let tools = servers.tool_list();
     let resources = servers.resources();
+    let mut auth = BTreeMap::new();
+    for s in servers.status() {
+        auth.insert(s.name.clone(), auth_status(servers, &s.name).await);
+    }
     servers
         .status()
         .into_iter()
         .map(|s| {
-            let auth_status = match servers.config(&s.name).and_then(|c| c.transport().ok()) {
-                Some(Transport::Http {
-                    bearer_token_env_var: Some(_),
-                    ..
-                }) => "bearerToken",
-                Some(Transport::Http {
-                    credentials: Some(path),
-                    ..
-                }) => match keel_mcp::oauth::FileCredentials::new(path).read() {
-                    Ok(Some(c)) if c.token_response.is_some() => "oAuth",
-                    _ => "notLoggedIn",
-                },
-                _ => "unsupported",
-            };
+            let auth_status = auth.get(&s.name).copied().unwrap_or("unsupported");
             let listed: BTreeMap<String, serde_json::Value> = tools
                 .iter()
                 .filter(|(name, _, _)| *name == s.name)
