@@ -50,16 +50,8 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
     } else {
         Some(keel_mcp::McpServers::start_in(&configs, &cwd).await)
     };
-    if let Some(old) = ctx.runtime.set_mcp(started.clone()) {
+    if let Some(old) = install(&ctx.runtime, started.clone()) {
         old.stop().await;
-    }
-    for id in ctx.runtime.loaded_thread_ids() {
-        if let Some(thread) = ctx.runtime.thread(&id) {
-            crate::thread_mcp::refresh(&ctx.runtime, &thread);
-            if let Some(servers) = &started {
-                crate::thread_mcp::follow(&ctx.runtime, &thread, servers);
-            }
-        }
     }
     for s in started.map(|m| m.status()).unwrap_or_default() {
         ctx.conn
@@ -69,6 +61,25 @@ pub async fn reload(ctx: &mut RequestCtx) -> Result<Reply, RpcError> {
             .await;
     }
     ok(&EmptyResponse {})
+}
+
+/// Makes `servers` the process's MCP servers and gives every loaded
+/// thread their tools (and their changes from now on); returns the old
+/// ones, for the caller to stop.
+pub fn install(
+    runtime: &Arc<Runtime>,
+    servers: Option<Arc<keel_mcp::McpServers>>,
+) -> Option<Arc<keel_mcp::McpServers>> {
+    let old = runtime.set_mcp(servers.clone());
+    for id in runtime.loaded_thread_ids() {
+        if let Some(thread) = runtime.thread(&id) {
+            crate::thread_mcp::refresh(runtime, &thread);
+            if let Some(servers) = &servers {
+                crate::thread_mcp::follow(runtime, &thread, servers);
+            }
+        }
+    }
+    old
 }
 
 /// How a server's start ended, as `mcpServer/startupStatus/updated` says

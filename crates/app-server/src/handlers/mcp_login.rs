@@ -122,12 +122,9 @@ async fn restart(
     let cwd = runtime.config.default_cwd.clone();
     let one = std::collections::BTreeMap::from([(name.to_owned(), config)]);
     let servers = keel_mcp::McpServers::start_in(&one, &cwd).await;
-    runtime.set_mcp(Some(servers.clone()));
-    for id in runtime.loaded_thread_ids() {
-        if let Some(thread) = runtime.thread(&id) {
-            crate::thread_mcp::refresh(runtime, &thread);
-            crate::thread_mcp::follow(runtime, &thread, &servers);
-        }
+    // Another start may have installed servers meanwhile: they go.
+    if let Some(old) = crate::handlers::mcp::install(runtime, Some(servers)) {
+        old.stop().await;
     }
 }
 

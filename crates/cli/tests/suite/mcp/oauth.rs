@@ -271,13 +271,25 @@ async fn an_app_server_client_signs_a_server_in() {
     let server = OAuthServer::start(3600).await;
     write_config(
         &env,
-        &format!("[mcp_servers.remote]\nurl = \"{}\"\n", server.url("/mcp")),
+        &format!(
+            "[mcp_servers.remote]\nurl = \"{}\"\n\n[mcp_servers.dead]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+            server.url("/mcp")
+        ),
     );
     let mut s = env.initialized(false).await;
     let before = s.ok("mcpServerStatus/list", json!({})).await;
-    assert_eq!(before["data"][0]["name"], "remote", "{before}");
-    assert_ne!(before["data"][0]["runtimeStatus"], "connected", "{before}");
-    assert_eq!(before["data"][0]["authStatus"], "notLoggedIn", "{before}");
+    let named = |list: &Value, name: &str| -> Value {
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {list}"))
+    };
+    let remote = named(&before, "remote");
+    assert_ne!(remote["runtimeStatus"], "connected", "{before}");
+    assert_eq!(remote["authStatus"], "notLoggedIn", "{before}");
 
     let answer = s
         .ok("mcpServer/oauth/login", json!({"name": "remote"}))
@@ -292,11 +304,19 @@ async fn an_app_server_client_signs_a_server_in() {
     assert_eq!(done["params"]["success"], true, "{done}");
     assert_eq!(done["params"]["loginId"], answer["loginId"]);
     let after = s.ok("mcpServerStatus/list", json!({})).await;
-    let remote = &after["data"][0];
+    let remote = &named(&after, "remote");
     assert_eq!(remote["runtimeStatus"], "connected", "{after}");
     assert_eq!(remote["authStatus"], "oAuth", "{after}");
     assert!(remote["tools"].to_string().contains("whoami"), "{after}");
 
+    // A server nobody answers at: the sign-in cannot start, and says so.
+    let dead = s
+        .err("mcpServer/oauth/login", json!({"name": "dead"}))
+        .await;
+    assert!(
+        dead["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{dead}"
+    );
     // A stdio server, or one not configured, is refused with why.
     let unknown = s
         .err("mcpServer/oauth/login", json!({"name": "nowhere"}))
