@@ -151,7 +151,8 @@ impl Drop for Waiting {
     }
 }
 
-async fn announce_status(runtime: &Runtime, thread: &LoadedThread) {
+/// Announces `thread/status/changed` when the thread's flags changed.
+pub(crate) async fn announce_status(runtime: &Runtime, thread: &LoadedThread) {
     if let Some(status) = thread.refresh_status() {
         runtime
             .notify_thread(
@@ -343,6 +344,21 @@ pub enum Answer {
 /// first valid answer wins (a second one is logged and ignored, as is an
 /// answer that cannot be read: the request stays pending).
 pub async fn answer(runtime: &Arc<Runtime>, conn: &Connection, id: &RequestId, answer: Answer) {
+    // An MCP server's question: the answer goes to the call that asked.
+    if let Some(waiter) = runtime.broker.take_question(conn.id, id) {
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(match answer {
+                    Answer::Result(v) => Ok(v),
+                    Answer::Error(e) => Err(e),
+                });
+            }
+            None => {
+                tracing::info!(%id, "the question was already answered: this answer is ignored")
+            }
+        }
+        return;
+    }
     let Some(entry) = runtime.broker.eligible(conn.id, id) else {
         return;
     };

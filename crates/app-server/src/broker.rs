@@ -12,6 +12,11 @@
 //! again as entries nobody waits on, and an answer to one is recorded on
 //! the row all the same. Whoever removes an entry ([`Broker::finish`])
 //! announces `serverRequest/resolved`, so it goes out exactly once.
+//!
+//! A question (an MCP server's elicitation) is an entry with no row: it
+//! lives only while the call that asked waits ([`Broker::ask`]), its answer
+//! goes to that waiter, and it ends as cancelled when the last connection
+//! it was sent to goes away.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -36,10 +41,29 @@ pub struct Entry {
     pub live: bool,
 }
 
+/// A client's reply to a question: its `result`, or its `error`.
+pub type Reply = Result<serde_json::Value, keel_app_server_protocol::ErrorObject>;
+
 #[derive(Default)]
 struct State {
     entries: HashMap<i64, Entry>,
     by_approval: HashMap<String, i64>,
+    /// Questions on the wire → who waits for the answer.
+    questions: HashMap<i64, tokio::sync::oneshot::Sender<Reply>>,
+}
+
+impl State {
+    fn remove(&mut self, id: i64) {
+        if let Some(e) = self.entries.remove(&id) {
+            self.by_approval.remove(&e.approval_id);
+        }
+        self.questions.remove(&id);
+    }
+}
+
+/// The key a question's entry is kept under (it has no row).
+fn question_key(id: i64) -> String {
+    format!("question:{id}")
 }
 
 /// Approval requests on the wire.
@@ -150,6 +174,76 @@ impl Broker {
         conn.request(id, &request).await;
     }
 
+    /// Sends a question to every connection subscribed to its thread and
+    /// returns its wire id and where the first answer arrives (the sender
+    /// is dropped when nobody is left to answer). `None`: no connection is
+    /// subscribed, so nobody can be asked.
+    pub async fn ask(
+        &self,
+        notifier: &dyn Notifier,
+        request: ServerRequest,
+    ) -> Option<(i64, tokio::sync::oneshot::Receiver<Reply>)> {
+        let thread_id = request.thread_id().to_owned();
+        let targets = notifier.subscribers(&thread_id);
+        if targets.is_empty() {
+            return None;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        {
+            let mut state = self.lock();
+            let key = question_key(id);
+            state.by_approval.insert(key.clone(), id);
+            state.entries.insert(
+                id,
+                Entry {
+                    approval_id: key,
+                    thread_id,
+                    request: request.clone(),
+                    eligible: targets.iter().map(|c| c.id).collect(),
+                    live: true,
+                },
+            );
+            state.questions.insert(id, tx);
+        }
+        for conn in &targets {
+            conn.request(id, &request).await;
+        }
+        Some((id, rx))
+    }
+
+    /// Where the answer to question `id` goes, if it is one and `from` was
+    /// asked it (the first answer takes it; the entry stays until
+    /// [`Self::end_question`]).
+    pub fn take_question(
+        &self,
+        from: ConnectionId,
+        id: &RequestId,
+    ) -> Option<Option<tokio::sync::oneshot::Sender<Reply>>> {
+        let RequestId::Integer(n) = id else {
+            return None;
+        };
+        let mut state = self.lock();
+        let entry = state.entries.get(n)?;
+        if entry.approval_id != question_key(*n) {
+            return None;
+        }
+        if !entry.eligible.contains(&from) {
+            tracing::warn!(%id, connection = from, "an answer from a connection that was not asked: ignored");
+            return Some(None);
+        }
+        Some(state.questions.remove(n))
+    }
+
+    /// Removes question `id`: its thread, for the caller to announce
+    /// `serverRequest/resolved`, or `None` when it was already gone.
+    pub fn end_question(&self, id: i64) -> Option<String> {
+        let mut state = self.lock();
+        let thread = state.entries.get(&id)?.thread_id.clone();
+        state.remove(id);
+        Some(thread)
+    }
+
     /// The entry a client's answer is for, if `from` may answer it; logs
     /// and returns `None` otherwise.
     pub fn eligible(&self, from: ConnectionId, id: &RequestId) -> Option<Entry> {
@@ -190,9 +284,8 @@ impl Broker {
             .map(|(id, e)| (*id, e.approval_id.clone()))
             .collect();
         ids.sort_by_key(|(id, _)| *id);
-        for (id, approval) in &ids {
-            state.entries.remove(id);
-            state.by_approval.remove(approval);
+        for (id, _) in &ids {
+            state.remove(*id);
         }
         ids.into_iter().map(|(id, _)| id).collect()
     }
@@ -206,9 +299,8 @@ impl Broker {
             .filter(|(_, e)| e.thread_id == thread_id)
             .map(|(id, e)| (*id, e.approval_id.clone()))
             .collect();
-        for (id, approval) in gone {
-            state.entries.remove(&id);
-            state.by_approval.remove(&approval);
+        for (id, _) in gone {
+            state.remove(id);
         }
     }
 
@@ -217,10 +309,19 @@ impl Broker {
         self.lock().entries.len()
     }
 
-    /// A connection went away: it can no longer answer.
+    /// A connection went away: it can no longer answer. A question it was
+    /// the last to be asked ends unanswered (its waiter sees a cancel).
     pub fn connection_closed(&self, conn: ConnectionId) {
-        for e in self.lock().entries.values_mut() {
+        let mut state = self.lock();
+        let mut orphaned = Vec::new();
+        for (id, e) in state.entries.iter_mut() {
             e.eligible.remove(&conn);
+            if e.eligible.is_empty() {
+                orphaned.push(*id);
+            }
+        }
+        for id in orphaned {
+            state.questions.remove(&id);
         }
     }
 }

@@ -10,7 +10,8 @@
 //! per-thread event pump that turns core events into thread/turn/item
 //! notifications ([`pump`], [`items`], [`errors`]), the server-request
 //! broker ([`broker`]), approvals as server requests through the approvals
-//! engine ([`approvals`]), the turn plan ([`plan`]) and `fs/watch`
+//! engine ([`approvals`]), MCP servers' questions put to a thread's
+//! clients ([`elicitation`]), the turn plan ([`plan`]) and `fs/watch`
 //! ([`watch`]); `command/exec` processes ([`commands`], on a pseudo-terminal
 //! with [`pty`]).
 //! JSON-RPC error codes are chosen in one place ([`rpc_error`]).
@@ -23,6 +24,7 @@ pub mod broker;
 pub mod commands;
 pub mod connection;
 pub mod dispatch;
+pub mod elicitation;
 mod error;
 pub mod errors;
 pub mod handlers;

@@ -49,6 +49,8 @@ pub struct ActiveTurn {
     pub interrupted: bool,
     /// Approval requests waiting for an answer.
     pub waiting_on_approval: usize,
+    /// MCP servers' questions waiting for an answer.
+    pub waiting_on_input: usize,
     /// `turn/interrupt` requests not answered yet: the event pump answers
     /// them once the turn has ended, before `turn/completed` (as Codex
     /// does), so a client sees the response first.
@@ -65,6 +67,7 @@ impl ActiveTurn {
             ready,
             interrupted: false,
             waiting_on_approval: 0,
+            waiting_on_input: 0,
             interrupt_requests: Vec::new(),
         }
     }
@@ -185,11 +188,13 @@ impl LoadedThread {
         let mut s = self.state();
         let next = match &s.active {
             Some(turn) => ThreadStatus::Active {
-                active_flags: if turn.waiting_on_approval > 0 {
-                    vec![ThreadActiveFlag::WaitingOnApproval]
-                } else {
-                    Vec::new()
-                },
+                active_flags: [
+                    (turn.waiting_on_approval > 0).then_some(ThreadActiveFlag::WaitingOnApproval),
+                    (turn.waiting_on_input > 0).then_some(ThreadActiveFlag::WaitingOnUserInput),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
             },
             None => match s.status {
                 ThreadStatus::SystemError => ThreadStatus::SystemError,

@@ -59,6 +59,7 @@ pub struct SessionBuilder {
     home: PathBuf,
     elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
     fence: Option<Arc<dyn crate::deps::RunFence>>,
+    asker: Option<Arc<dyn keel_tools::Asker>>,
 }
 
 impl SessionBuilder {
@@ -89,6 +90,7 @@ impl SessionBuilder {
             home: home.to_path_buf(),
             elsewhere: None,
             fence: None,
+            asker: None,
         }
     }
 
@@ -171,6 +173,13 @@ impl SessionBuilder {
         self
     }
 
+    /// Puts the questions of the session's running tools (an MCP server's
+    /// elicitation) to `asker`: the person behind the front end.
+    pub fn asker(mut self, asker: Option<Arc<dyn keel_tools::Asker>>) -> Self {
+        self.asker = asker;
+        self
+    }
+
     /// Syncs a turn's new user messages before the model call (see
     /// [`SessionConfig::sync_prompts`]).
     pub fn sync_prompts(mut self, sync: bool) -> Self {
@@ -215,6 +224,7 @@ impl SessionBuilder {
             sandbox: Some(self.sandbox),
             elsewhere: self.elsewhere,
             fence: self.fence,
+            asker: self.asker,
         };
         Session::spawn(config, deps)
     }

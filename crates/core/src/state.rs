@@ -33,6 +33,9 @@ pub struct SessionDeps {
     pub elsewhere: Option<Arc<dyn crate::elsewhere::RunsElsewhere>>,
     /// Asked before each call that passed the gate runs (`None`: none).
     pub fence: Option<Arc<dyn crate::deps::RunFence>>,
+    /// Who a running tool's question goes to (`None`: nobody attends the
+    /// session; see `keel_tools::Asker`).
+    pub asker: Option<Arc<dyn keel_tools::Asker>>,
 }
 
 /// State shared between the handle, the session task and a running run.

@@ -232,6 +232,7 @@ fn harness_elsewhere(
         sandbox: None,
         elsewhere,
         fence,
+        asker: None,
     };
     Harness {
         session: Session::spawn(config, deps),

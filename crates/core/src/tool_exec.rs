@@ -439,6 +439,7 @@ async fn run_tool(
         scratch_dir,
         write_target: info.write_target.clone(),
         sandbox,
+        asker: ctx.deps.asker.clone(),
     };
     let exec = tool.execute(&tool_ctx, args.clone());
     tokio::pin!(exec);

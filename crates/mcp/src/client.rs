@@ -3,8 +3,9 @@
 //! Owns starting a server (a stdio child in its own process group, with
 //! keel's environment policy; or a streamable HTTP endpoint with a bearer
 //! token read from the environment and extra headers), the client side of
-//! the handshake (elicitation is declined and logged: keel cannot hold a
-//! server's question durably yet; a changed tool list is noted), listing
+//! the handshake (a server's form question, elicitation, goes to the person
+//! behind the call that is running, [`Attended`]; with nobody there it is
+//! declined and logged; a changed tool list is noted), listing
 //! tools, calling one with a timeout, and stopping the server (its whole
 //! process group is killed). Results are read as MCP's wire JSON, so the
 //! rest of the crate does not follow the SDK's types. It must not know how
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use keel_tools::{Answer, Asker, Question};
 use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
@@ -32,6 +34,39 @@ pub struct KeelClient {
     changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// Progress token → where the progress of that call goes.
     progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
+    /// The person behind each call in flight that has one, by the call's
+    /// progress token.
+    attended: Arc<std::sync::Mutex<std::collections::HashMap<String, Attended>>>,
+    /// How many calls are in flight on this connection.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The person behind a call: a question the server asks while it runs is
+/// put to them.
+#[derive(Clone)]
+pub struct Attended {
+    /// The model's call id.
+    pub call_id: String,
+    pub asker: Arc<dyn Asker>,
+    /// Cancelled when the call is aborted: an open question is withdrawn.
+    pub cancel: tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for Attended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attended")
+            .field("call_id", &self.call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What may come with a call besides its arguments.
+#[derive(Debug, Default)]
+pub struct CallHooks {
+    /// Where the server's progress messages for the call go.
+    pub progress: Option<ProgressSink>,
+    /// Who the server's questions during the call are put to.
+    pub attended: Option<Attended>,
 }
 
 /// What a server offers to read, in MCP's wire shape.
@@ -53,9 +88,9 @@ impl Resources {
 pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<String>;
 
 impl ClientHandler for KeelClient {
-    /// keel's name and version, and that it answers elicitation (always
-    /// with a decline, so a server that asks learns it was not answered
-    /// rather than waiting for nothing).
+    /// keel's name and version, and that it answers form elicitation
+    /// (through the person behind the call, or with a decline, so a server
+    /// that asks always learns what became of its question).
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut capabilities = rmcp::model::ClientCapabilities::default();
         capabilities.elicitation = Some(
@@ -73,12 +108,69 @@ impl ClientHandler for KeelClient {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> std::result::Result<ElicitResult, ErrorData> {
-        let _ = (request, context);
-        tracing::warn!(
-            server = %self.server,
-            "the MCP server asked a question (elicitation); declined: keel cannot hold it durably"
-        );
-        Ok(ElicitResult::new(ElicitationAction::Decline))
+        let (message, schema) = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => (
+                message,
+                serde_json::to_value(&requested_schema).unwrap_or(Value::Null),
+            ),
+            // URL mode (and modes yet to come; the SDK's enum is open).
+            _ => {
+                tracing::warn!(server = %self.server, "the MCP server asked a question that is not a form (elicitation); declined: keel takes form questions only");
+                return Ok(ElicitResult::new(ElicitationAction::Decline));
+            }
+        };
+        // Servers are shared by sessions and MCP does not say which call a
+        // question belongs to: it goes to a person only when exactly one
+        // call is in flight here and a person is behind it.
+        let attended = {
+            let attended = self.attended.lock().unwrap_or_else(|e| e.into_inner());
+            let alone = self.in_flight.load(Ordering::SeqCst) == 1 && attended.len() == 1;
+            alone.then(|| attended.values().next().cloned()).flatten()
+        };
+        let Some(attended) = attended else {
+            tracing::warn!(
+                server = %self.server,
+                "the MCP server asked a question (elicitation); declined: no one attends the call it came with"
+            );
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let question = Question {
+            from: self.server.clone(),
+            message,
+            schema: schema.clone(),
+        };
+        let answer = tokio::select! {
+            a = attended.asker.ask(&attended.call_id, question) => a,
+            _ = attended.cancel.cancelled() => Answer::Cancel,
+            _ = context.ct.cancelled() => Answer::Cancel,
+        };
+        let answer = match answer {
+            Answer::Accept(content) => {
+                let content = with_defaults(&schema, content);
+                match keel_tools::ask::check_answer(&schema, &content) {
+                    Ok(()) => Answer::Accept(content),
+                    Err(why) => {
+                        tracing::warn!(server = %self.server, "the answer to the server's question does not fit it ({why}); declined");
+                        Answer::Decline
+                    }
+                }
+            }
+            other => other,
+        };
+        tracing::info!(server = %self.server, action = answer.action(), "the MCP server's question was answered");
+        Ok(match answer {
+            Answer::Accept(content) => {
+                let mut result = ElicitResult::new(ElicitationAction::Accept);
+                result.content = Some(content);
+                result
+            }
+            Answer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            Answer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        })
     }
 
     async fn on_progress(
@@ -150,6 +242,8 @@ pub struct Connection {
     group: Option<i32>,
     pub tools_changed: Arc<AtomicBool>,
     progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
+    attended: Arc<std::sync::Mutex<std::collections::HashMap<String, Attended>>>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -174,9 +268,13 @@ impl Connection {
             tools_changed: Arc::new(AtomicBool::new(false)),
             changed,
             progress: Arc::default(),
+            attended: Arc::default(),
+            in_flight: Arc::default(),
         };
         let tools_changed = handler.tools_changed.clone();
         let progress = handler.progress.clone();
+        let attended = handler.attended.clone();
+        let in_flight = handler.in_flight.clone();
         match config.transport().map_err(Error::Config)? {
             Transport::Stdio {
                 command,
@@ -237,6 +335,8 @@ impl Connection {
                     group,
                     tools_changed,
                     progress,
+                    attended,
+                    in_flight,
                 })
             }
             Transport::Http {
@@ -304,6 +404,8 @@ impl Connection {
                     group: None,
                     tools_changed,
                     progress,
+                    attended,
+                    in_flight,
                 })
             }
         }
@@ -394,13 +496,13 @@ impl Connection {
     }
 
     /// Calls tool `name` with `args`, bounded by `timeout`; the server's
-    /// progress notifications for it go to `progress`.
+    /// progress notifications and questions for it go where `hooks` say.
     pub async fn call(
         &self,
         name: &str,
         args: Value,
         timeout: Duration,
-        progress: Option<ProgressSink>,
+        hooks: CallHooks,
     ) -> Result<CallOutcome> {
         let arguments: Option<Map<String, Value>> = match args {
             Value::Object(m) => Some(m),
@@ -415,7 +517,7 @@ impl Connection {
         params.arguments = arguments;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let token = format!("keel-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        if let Some(sink) = progress {
+        if let Some(sink) = hooks.progress {
             self.progress
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -426,11 +528,8 @@ impl Connection {
                 )),
             ));
         }
+        let _in_flight = InFlight::enter(self, &token, hooks.attended);
         let result = tokio::time::timeout(timeout, self.service()?.peer().call_tool(params)).await;
-        self.progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&token);
         let result = result
             .map_err(|_| Error::Timeout(timeout))?
             .map_err(|e| Error::Call(e.to_string()))?;
@@ -467,6 +566,64 @@ impl Drop for Connection {
     fn drop(&mut self) {
         kill_group(self.group);
     }
+}
+
+/// A call counted in flight, with its progress sink and person, until it
+/// ends (or its future is dropped).
+struct InFlight<'a> {
+    conn: &'a Connection,
+    token: String,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(conn: &'a Connection, token: &str, attended: Option<Attended>) -> Self {
+        conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        if let Some(a) = attended {
+            conn.attended
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(token.to_owned(), a);
+        }
+        Self {
+            conn,
+            token: token.to_owned(),
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.conn
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+        self.conn
+            .attended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+        self.conn.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `content` with the schema's `default` for each property it leaves out
+/// (SEP-1034: a form shows the defaults, so accepting it as shown gives
+/// them).
+fn with_defaults(schema: &Value, content: Value) -> Value {
+    let Value::Object(mut given) = content else {
+        return content;
+    };
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, spec) in properties {
+            if let Some(default) = spec.get("default")
+                && !given.contains_key(name)
+            {
+                given.insert(name.clone(), default.clone());
+            }
+        }
+    }
+    Value::Object(given)
 }
 
 fn kill_group(group: Option<i32>) {

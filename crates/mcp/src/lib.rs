@@ -20,7 +20,7 @@ mod servers;
 mod tool;
 pub mod workspace;
 
-pub use client::{CallOutcome, Connection, Resources, ServerTool};
+pub use client::{Attended, CallHooks, CallOutcome, Connection, Resources, ServerTool};
 pub use config::{McpServerConfig, Transport};
 pub use confine::{confine_with, confiner};
 pub use error::{Error, Result};

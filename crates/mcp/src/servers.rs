@@ -365,20 +365,21 @@ impl McpServers {
     }
 
     /// Calls `tool` of `server` (started again first when it died); the
-    /// server's progress messages for the call go to `progress`.
+    /// server's progress messages and questions for the call go where
+    /// `hooks` say.
     pub async fn call(
         &self,
         server: &str,
         tool: &str,
         args: Value,
-        progress: Option<crate::client::ProgressSink>,
+        hooks: crate::client::CallHooks,
     ) -> Result<CallOutcome> {
         let s = self.live(server).await?;
         let conn = s.conn.lock().await;
         let Some(c) = conn.as_ref() else {
             return Err(Error::Call(format!("MCP server {server} is not connected")));
         };
-        let outcome = c.call(tool, args, s.config.tool_timeout(), progress).await;
+        let outcome = c.call(tool, args, s.config.tool_timeout(), hooks).await;
         if outcome.is_err() {
             Self::note_closed(&s, c);
         }

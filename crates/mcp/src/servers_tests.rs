@@ -77,7 +77,10 @@ async fn servers_are_added_replaced_and_removed_while_the_set_runs() {
     servers.put("b", server(&dir, "beta")).await.unwrap();
     assert_eq!(servers.names(), ["a", "b"]);
     assert_eq!(tools(&servers).len(), 2);
-    let out = servers.call("b", "beta", json!({}), None).await.unwrap();
+    let out = servers
+        .call("b", "beta", json!({}), Default::default())
+        .await
+        .unwrap();
     assert_eq!(out.content[0]["text"], "ran beta");
     assert_eq!(heard.load(Ordering::SeqCst), 1, "an added server is told");
 
@@ -93,7 +96,7 @@ async fn servers_are_added_replaced_and_removed_while_the_set_runs() {
     assert_eq!(servers.names(), ["b"]);
     assert_eq!(tools(&servers), [("b".to_owned(), "beta".to_owned())]);
     let gone = servers
-        .call("a", "gamma", json!({}), None)
+        .call("a", "gamma", json!({}), Default::default())
         .await
         .unwrap_err();
     assert!(gone.to_string().contains("no MCP server named a"), "{gone}");

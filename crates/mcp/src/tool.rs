@@ -223,9 +223,17 @@ impl Tool for McpTool {
     async fn execute(&self, ctx: &ToolContext, args: Value) -> keel_tools::Result<ToolOutput> {
         // The server's progress messages become partial results.
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let hooks = crate::client::CallHooks {
+            progress: Some(tx),
+            attended: ctx.asker.clone().map(|asker| crate::client::Attended {
+                call_id: ctx.call_id.clone(),
+                asker,
+                cancel: ctx.cancel.clone(),
+            }),
+        };
         let call = self
             .servers
-            .call(&self.server, &self.tool.name, args, Some(tx));
+            .call(&self.server, &self.tool.name, args, hooks);
         tokio::pin!(call);
         loop {
             tokio::select! {

@@ -8,6 +8,7 @@
 //! [`ToolContext`], so remote or sandboxed execution needs no change to tool
 //! logic. It must not know about approvals or any wire format.
 
+pub mod ask;
 pub mod backend;
 pub mod bounded;
 mod builtins;
@@ -26,6 +27,7 @@ use keel_protocol::{ToolResult, ToolSpec};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use ask::{Answer, Asker, Question};
 pub use backend::{
     Confiner, DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob,
     ProcessExit, ProcessRequest, ProcessRunner, SandboxSpec, WalkEntry, WalkOptions, WalkResult,
@@ -81,6 +83,9 @@ pub struct ToolContext {
     /// The sandbox the processes of this call run in (`None`: unconfined,
     /// for calls outside a session).
     pub sandbox: Option<SandboxSpec>,
+    /// Who a question the tool has is put to (`None`: nobody attends the
+    /// session; the tool answers its own questions).
+    pub asker: Option<Arc<dyn Asker>>,
 }
 
 impl ToolContext {
@@ -98,6 +103,7 @@ impl ToolContext {
             scratch_dir: std::env::temp_dir().join(format!("keel-tools-{}", std::process::id())),
             write_target: None,
             sandbox: None,
+            asker: None,
         }
     }
 
@@ -121,6 +127,7 @@ impl std::fmt::Debug for ToolContext {
             .field("cwd", &self.cwd)
             .field("scratch_dir", &self.scratch_dir)
             .field("cancelled", &self.cancel.is_cancelled())
+            .field("asker", &self.asker.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -1,4 +1,5 @@
-//! Server → client requests (approvals) and the decisions that answer them.
+//! Server → client requests (approvals, an MCP server's questions) and the
+//! answers to them.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,6 +32,44 @@ pub struct FileChangeRequestApprovalParams {
     pub grant_root: Option<String>,
 }
 
+/// `mcpServer/elicitation/request`: an MCP server asks the person behind
+/// a thread a form question while one of its tools runs (keel asks only
+/// in `form` mode).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerElicitationRequestParams {
+    pub server_name: String,
+    pub thread_id: String,
+    /// The turn whose tool call the question came with.
+    pub turn_id: Option<String>,
+    pub message: String,
+    /// Always `form`.
+    pub mode: String,
+    /// MCP's `requestedSchema`: an object of flat, primitive properties.
+    pub requested_schema: Value,
+}
+
+/// What the person did with an MCP server's question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum McpServerElicitationAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// The answer to `mcpServer/elicitation/request`: `content` (an object
+/// meeting the requested schema) with `accept`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerElicitationRequestResponse {
+    pub action: McpServerElicitationAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
 /// A request keel sends. Serialises as `{"method", "params"}`; the broker
 /// adds the id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -40,6 +79,8 @@ pub enum ServerRequest {
     CommandExecutionRequestApproval(CommandExecutionRequestApprovalParams),
     #[serde(rename = "item/fileChange/requestApproval")]
     FileChangeRequestApproval(FileChangeRequestApprovalParams),
+    #[serde(rename = "mcpServer/elicitation/request")]
+    McpServerElicitationRequest(McpServerElicitationRequestParams),
 }
 
 impl ServerRequest {
@@ -49,6 +90,7 @@ impl ServerRequest {
                 "item/commandExecution/requestApproval"
             }
             ServerRequest::FileChangeRequestApproval(_) => "item/fileChange/requestApproval",
+            ServerRequest::McpServerElicitationRequest(_) => "mcpServer/elicitation/request",
         }
     }
 
@@ -56,6 +98,7 @@ impl ServerRequest {
         match self {
             ServerRequest::CommandExecutionRequestApproval(p) => &p.thread_id,
             ServerRequest::FileChangeRequestApproval(p) => &p.thread_id,
+            ServerRequest::McpServerElicitationRequest(p) => &p.thread_id,
         }
     }
 }

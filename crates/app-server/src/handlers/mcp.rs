@@ -163,7 +163,7 @@ pub async fn tool_call(
             &p.server,
             &p.tool,
             p.arguments.unwrap_or(serde_json::Value::Null),
-            None,
+            Default::default(),
         )
         .await
         .map_err(|e| RpcError::internal(format!("MCP server {}: {e}", p.server)))?;

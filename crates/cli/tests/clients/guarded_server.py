@@ -6,7 +6,7 @@ and answers 401 to any request whose `Authorization` is not
 `Bearer $TOKEN_ENV` (the token is read from that environment variable, so
 it is never on a command line). Tools: `whoami` says which `X-Team` header
 came with the call; `ask` asks the client a question (elicitation) and
-says what the client answered; `deploy`, annotated destructive, counts
+says what the client answered (and the form's values); `deploy`, annotated destructive, counts
 how many times it really ran. Started by crates/cli/tests/suite/mcp/.
 """
 
@@ -32,12 +32,18 @@ def whoami(ctx: Context) -> str:
 
 class Confirm(BaseModel):
     proceed: bool
+    target: str = "staging"
 
 
 @server.tool()
 async def ask(ctx: Context) -> str:
     """Asks the client whether to proceed, and reports the answer."""
     result = await ctx.elicit("Proceed with the deployment?", Confirm)
+    if result.action == "accept":
+        return (
+            f"the client answered: accept; proceed={result.data.proceed}"
+            f" target={result.data.target}"
+        )
     return f"the client answered: {result.action}"
 
 

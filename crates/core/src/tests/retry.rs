@@ -56,6 +56,7 @@ fn retrying(scripts: Vec<Script>, clock: Arc<TestClock>, policy: RetryPolicy) ->
         sandbox: None,
         elsewhere: None,
         fence: None,
+        asker: None,
     };
     Harness {
         session: Session::spawn(config, deps),

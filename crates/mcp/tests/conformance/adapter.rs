@@ -116,7 +116,12 @@ async fn exercise(config: &McpServerConfig, env: Vec<(String, String)>) -> Resul
     for tool in tools.iter().flatten() {
         let args = arguments(&tool.input_schema);
         if let Err(e) = conn
-            .call(&tool.name, args, Duration::from_secs(20), None)
+            .call(
+                &tool.name,
+                args,
+                Duration::from_secs(20),
+                Default::default(),
+            )
             .await
         {
             failed = Some(format!("{}: {e}", tool.name));

@@ -92,6 +92,7 @@ impl Server {
             scratch_dir: scratch,
             write_target: None,
             sandbox: self.handle().sandbox_spec(),
+            asker: None,
         };
         tokio::spawn(async move {
             if let Err(e) = keel_core::send_draft(&engine, &id, &tools, ctx).await {

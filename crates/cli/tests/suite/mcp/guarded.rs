@@ -189,3 +189,92 @@ async fn a_tool_annotated_destructive_is_held_and_runs_only_after_allow() {
     );
     rpc.event("agent_end").await;
 }
+
+/// An app-server client is asked the server's question while the tool
+/// runs (`mcpServer/elicitation/request`, the thread `waitingOnUserInput`)
+/// and its answer reaches the server, the form's default filled in; a
+/// decline is a decline, and `serverRequest/resolved` ends each question.
+#[tokio::test]
+async fn an_app_server_client_answers_the_servers_question() {
+    let Some(python) = super::super::clients::pip_client("mcp") else {
+        return;
+    };
+    let token = "guard-token-6262";
+    let server = guarded(&python, token).await;
+    let env = Env::new().await;
+    write_config(&env, &config(server.port));
+    env.mock.push_all([
+        call("c1", "mcp__guard__ask", json!({})),
+        call("c2", "mcp__guard__ask", json!({})),
+        MockResponse::text("done"),
+    ]);
+    let mut s =
+        super::super::app_server::AppServer::start(env.app_server_cmd().env("GUARD_TOKEN", token))
+            .await;
+    s.initialize(false).await;
+    let thread = s.start_thread(env.ws.path(), "never").await;
+    let turn = s.start_turn(&thread, "deploy").await;
+    let mut asked = Vec::new();
+    let mut answers = [
+        json!({"action": "accept", "content": {"proceed": true}}),
+        json!({"action": "decline"}),
+    ]
+    .into_iter();
+    let deadline = tokio::time::Instant::now() + WAIT * 2;
+    loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn did not end"
+        );
+        let f = s.next().await;
+        if f["method"] == "mcpServer/elicitation/request" {
+            asked.push(f.clone());
+            let answer = answers.next().expect("asked more than twice");
+            s.send(json!({"id": f["id"], "result": answer})).await;
+        }
+        if f["method"] == "turn/completed" && f["params"]["turn"]["id"] == turn {
+            break;
+        }
+    }
+    assert_eq!(asked.len(), 2, "{:#?}", s.frames);
+    let p = &asked[0]["params"];
+    assert_eq!(p["serverName"], "guard");
+    assert_eq!(p["threadId"], thread.as_str());
+    assert_eq!(p["turnId"], turn.as_str());
+    assert_eq!(p["mode"], "form");
+    assert_eq!(p["message"], "Proceed with the deployment?");
+    assert_eq!(
+        p["requestedSchema"]["properties"]["proceed"]["type"], "boolean",
+        "{p}"
+    );
+    let accepted = result_for(&env, "c1");
+    assert!(
+        accepted.contains("the client answered: accept; proceed=True target=staging"),
+        "{accepted}"
+    );
+    let declined = result_for(&env, "c2");
+    assert!(
+        declined.contains("the client answered: decline"),
+        "{declined}"
+    );
+    // Each question was resolved, and the thread said it waited on input.
+    let resolved: Vec<Value> = s
+        .seen("serverRequest/resolved")
+        .into_iter()
+        .map(|f| f["params"]["requestId"].clone())
+        .collect();
+    for q in &asked {
+        assert!(resolved.contains(&q["id"]), "{resolved:?} {q}");
+    }
+    assert!(
+        s.seen("thread/status/changed")
+            .iter()
+            .any(|f| f["params"]["status"]["activeFlags"]
+                .to_string()
+                .contains("waitingOnUserInput")),
+        "{:#?}",
+        s.seen("thread/status/changed")
+    );
+    let out = s.close().await;
+    assert!(!out.stderr.contains(token));
+}
