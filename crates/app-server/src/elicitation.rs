@@ -33,7 +33,7 @@ pub struct ThreadAsker {
 }
 
 impl ThreadAsker {
-    pub fn new(runtime: &Arc<Runtime>, thread_id: &str) -> Arc<dyn Asker> {
+    pub fn for_thread(runtime: &Arc<Runtime>, thread_id: &str) -> Arc<dyn Asker> {
         Arc::new(Self {
             runtime: Arc::downgrade(runtime),
             thread_id: thread_id.to_owned(),

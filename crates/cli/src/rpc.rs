@@ -26,7 +26,7 @@ use crate::GlobalArgs;
 use crate::approvals::ApprovalModeArg;
 use crate::config::{ModelArgs, NO_MODEL_HINT, Settings};
 use crate::model_source::CliModels;
-use crate::setup::{SessionSpec, approval_gate_opening, record_model, spawn_session};
+use crate::setup::{SessionSpec, approval_gate_opening, record_model, session_builder};
 
 /// Flags of RPC mode.
 #[derive(Debug, Clone, Default, Args)]
@@ -354,6 +354,7 @@ impl SessionFactory for CliFactory {
         target: OpenTarget,
         model: Option<&ModelInfo>,
         thinking: ThinkingLevel,
+        asker: Option<Arc<dyn keel_tools::Asker>>,
     ) -> Result<OpenedSession, String> {
         let provider: Arc<dyn Provider> = match model {
             Some(m) => self.models.provider(m)?,
@@ -364,7 +365,7 @@ impl SessionFactory for CliFactory {
             .await
             .map_err(|e| format!("{e:#}"))?;
         let info = model.cloned().unwrap_or_default();
-        let session = spawn_session(SessionSpec {
+        let session = session_builder(SessionSpec {
             cwd: &self.cwd,
             home: &self.home,
             model: info,
@@ -386,7 +387,9 @@ impl SessionFactory for CliFactory {
                 OpenTarget::Resume { log_seen, .. } => *log_seen,
                 OpenTarget::New { .. } | OpenTarget::Fork { .. } => None,
             },
-        });
+        })
+        .asker(asker)
+        .spawn();
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.handle());
         if let Some(servers) = self.mcp() {
             crate::setup::follow_mcp(&servers, session.handle());

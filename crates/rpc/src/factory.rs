@@ -95,12 +95,14 @@ pub trait SessionFactory: Send + Sync {
     }
 
     /// Opens a session that will use `model` (`None`: no model configured;
-    /// the session must still open, and its runs fail) at `thinking`.
+    /// the session must still open, and its runs fail) at `thinking`, its
+    /// tools' questions put to `asker` (the host).
     async fn open(
         &self,
         target: OpenTarget,
         model: Option<&ModelInfo>,
         thinking: ThinkingLevel,
+        asker: Option<std::sync::Arc<dyn keel_tools::Asker>>,
     ) -> Result<OpenedSession, String>;
 }
 

@@ -19,6 +19,7 @@
 mod approvals;
 mod bash_jobs;
 mod command;
+mod elicit;
 mod error;
 mod events;
 mod factory;

@@ -155,6 +155,15 @@ pub(crate) struct Brokers {
 }
 
 impl Brokers {
+    /// Who the questions of the session's tools go to: the host, through
+    /// extension UI dialogs.
+    pub fn asker(&self) -> Option<Arc<dyn keel_tools::Asker>> {
+        Some(Arc::new(crate::elicit::UiAsker {
+            ui: self.ui.clone(),
+            unattended: self.unattended.clone(),
+        }))
+    }
+
     /// The tools a session offers: its own, then the host's; all guarded
     /// by the unattended control plane once it is negotiated.
     pub fn session_tools(&self, base: &[Arc<dyn Tool>]) -> Vec<Arc<dyn Tool>> {
@@ -253,6 +262,7 @@ where
             options.initial.clone(),
             model.as_ref().map(|m| &m.info),
             options.thinking,
+            brokers.asker(),
         )
         .await
         .map_err(Error::Open)?;

@@ -6,8 +6,8 @@
 //! Stdin carries the SDK's `user` messages and `control_request`s
 //! (`initialize`, `interrupt`, `set_permission_mode`, `set_model`,
 //! `set_max_thinking_tokens`, `mcp_status`, `end_session`) and its
-//! answers to keel's (`can_use_tool`, `hook_callback`, `mcp_message`:
-//! [`peer`], [`sdk_mcp`]); stdout
+//! answers to keel's (`can_use_tool`, `hook_callback`, `mcp_message`,
+//! `elicitation`: [`peer`], [`sdk_mcp`], [`elicit`]); stdout
 //! carries the messages [`wire`] documents. Each user message is one run
 //! with one `system`/`init` before it and one `result` after it; messages
 //! that come during a run wait their turn. A frame that cannot be read
@@ -21,6 +21,7 @@
 mod args;
 mod checkpoints;
 mod controls;
+mod elicit;
 mod gate;
 mod mcp_set;
 mod open;

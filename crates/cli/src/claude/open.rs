@@ -361,6 +361,8 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         policy: policy.clone(),
         peer: peer.clone(),
     }));
+    let asker: Arc<dyn keel_tools::Asker> =
+        Arc::new(super::elicit::SdkAsker { peer: peer.clone() });
     let gate = Arc::new(ClaudeGate {
         inner: engine_gate.clone(),
         policy: policy.clone(),
@@ -393,6 +395,7 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
     let session = builder
         .system_prompt(host.system_prompt.clone())
         .developer_instructions(host.append_system_prompt.as_deref())
+        .asker(Some(asker))
         .spawn();
     let handle = session.handle();
     // The tools the model sees: `--tools`, less what is disallowed.

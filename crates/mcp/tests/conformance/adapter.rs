@@ -8,8 +8,9 @@
 //! It connects as a session would (an `auth/` scenario first signs in as
 //! `keel mcp login` does; the suite's authorization server approves at
 //! once, so the browser's part is following its redirect), lists the
-//! tools and calls each one with arguments its schema asks for. Exit 0
-//! when all of that worked.
+//! tools and calls each one with arguments its schema asks for, a person
+//! attending each call who accepts a server's form as it is shown (its
+//! defaults, which keel fills in). Exit 0 when all of that worked.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -120,7 +121,14 @@ async fn exercise(config: &McpServerConfig, env: Vec<(String, String)>) -> Resul
                 &tool.name,
                 args,
                 Duration::from_secs(20),
-                Default::default(),
+                keel_mcp::CallHooks {
+                    progress: None,
+                    attended: Some(keel_mcp::Attended {
+                        call_id: tool.name.clone(),
+                        asker: std::sync::Arc::new(AcceptsAsShown),
+                        cancel: tokio_util::sync::CancellationToken::new(),
+                    }),
+                },
             )
             .await
         {
@@ -130,6 +138,16 @@ async fn exercise(config: &McpServerConfig, env: Vec<(String, String)>) -> Resul
     conn.stop().await;
     tools?;
     failed.map_or(Ok(()), Err)
+}
+
+/// A person who accepts a form as it is shown: they change no field.
+struct AcceptsAsShown;
+
+#[async_trait::async_trait]
+impl keel_tools::Asker for AcceptsAsShown {
+    async fn ask(&self, _call_id: &str, _question: keel_tools::Question) -> keel_tools::Answer {
+        keel_tools::Answer::Accept(json!({}))
+    }
 }
 
 /// Arguments for a tool: each required property a value of its type.

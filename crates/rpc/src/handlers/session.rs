@@ -33,6 +33,7 @@ impl Server {
                 },
                 self.model.as_ref().map(|m| &m.info),
                 thinking,
+                self.brokers.asker(),
             )
             .await
             .map_err(|reason| wire_errors::session_failure(&reason))?;
@@ -107,6 +108,7 @@ impl Server {
                 },
                 self.model.as_ref().map(|m| &m.info),
                 current.thinking_level,
+                self.brokers.asker(),
             )
             .await
             .map_err(|reason| wire_errors::cannot_open_session(path, &reason))?;
@@ -163,6 +165,7 @@ impl Server {
                 },
                 self.model.as_ref().map(|m| &m.info),
                 current.thinking_level,
+                self.brokers.asker(),
             )
             .await
             .map_err(|reason| wire_errors::session_failure(&reason))?;

@@ -13,7 +13,7 @@ use super::{npm_client, run_node};
 use crate::suite::Env;
 
 /// The script's environment: the SDK's own names for the model server.
-pub(super) fn sdk_env(env: &Env) -> Vec<(&'static str, String)> {
+pub(crate) fn sdk_env(env: &Env) -> Vec<(&'static str, String)> {
     let mut vars = vec![
         ("KEEL_BIN", env!("CARGO_BIN_EXE_keel").to_owned()),
         ("KEEL_TEST_WS", env.ws().display().to_string()),

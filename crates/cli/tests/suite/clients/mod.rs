@@ -5,7 +5,7 @@
 //! installed is skipped with a message; under `CI` that fails.
 
 mod acp;
-mod claude_agent_sdk;
+pub(crate) mod claude_agent_sdk;
 mod claude_sdk_controls;
 mod claude_sdk_mcp_set;
 mod codex_sdk;

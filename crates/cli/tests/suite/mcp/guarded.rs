@@ -278,3 +278,125 @@ async fn an_app_server_client_answers_the_servers_question() {
     let out = s.close().await;
     assert!(!out.stderr.contains(token));
 }
+
+/// The Claude Agent SDK's `onElicitation` callback is asked the server's
+/// question (`claude_agent_sdk_elicitation.mjs`), and its accept and
+/// decline reach the server.
+#[tokio::test]
+async fn the_claude_sdks_callback_answers_the_servers_question() {
+    use super::super::clients::{claude_agent_sdk::sdk_env, npm_client, run_node};
+    let Some(python) = super::super::clients::pip_client("mcp") else {
+        return;
+    };
+    if !npm_client("@anthropic-ai/claude-agent-sdk") {
+        return;
+    }
+    let token = "guard-token-7373";
+    let server = guarded(&python, token).await;
+    let env = Env::new().await;
+    write_config(&env, &config(server.port));
+    env.mock.push_all([
+        keel_test_support::anthropic::tool_calls(vec![keel_test_support::tool_call(
+            "c1",
+            "mcp__guard__ask",
+            json!({}),
+        )]),
+        keel_test_support::anthropic::tool_calls(vec![keel_test_support::tool_call(
+            "c2",
+            "mcp__guard__ask",
+            json!({}),
+        )]),
+        keel_test_support::anthropic::text("Deployed."),
+    ]);
+    let mut vars = sdk_env(&env);
+    vars.push(("GUARD_TOKEN", token.to_owned()));
+    let out = run_node("claude_agent_sdk_elicitation.mjs", &vars).await;
+    assert_eq!(out["errors"], json!({}), "{out}");
+    assert_eq!(out["results"], json!(["Deployed."]), "{out}");
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{out}");
+    assert_eq!(asked[0]["serverName"], "guard");
+    assert_eq!(asked[0]["message"], "Proceed with the deployment?");
+    assert_eq!(asked[0]["mode"], "form");
+    assert_eq!(
+        asked[0]["requestedSchema"]["properties"]["proceed"]["type"], "boolean",
+        "{out}"
+    );
+    let requests = env.mock.requests();
+    let seen = requests.last().unwrap().body.to_string();
+    assert!(
+        seen.contains("the client answered: accept; proceed=True target=staging"),
+        "{seen}"
+    );
+    assert!(seen.contains("the client answered: decline"), "{seen}");
+}
+
+/// An RPC host is asked the server's question as an extension UI dialog
+/// (a form of two fields: an `editor` prefilled with the defaults), and
+/// what it types reaches the server; a cancelled dialog is `cancel`.
+#[tokio::test]
+async fn an_rpc_host_answers_the_servers_question_in_a_dialog() {
+    let Some(python) = super::super::clients::pip_client("mcp") else {
+        return;
+    };
+    let token = "guard-token-8484";
+    let server = guarded(&python, token).await;
+    let env = Env::new().await;
+    write_config(&env, &config(server.port));
+    env.mock.push_all([
+        call("c1", "mcp__guard__ask", json!({})),
+        call("c2", "mcp__guard__ask", json!({})),
+        MockResponse::text("done"),
+        call("c3", "mcp__guard__ask", json!({})),
+        MockResponse::text("stopped"),
+    ]);
+    let mut rpc = super::super::rpc::Rpc::start(env.rpc_cmd().env("GUARD_TOKEN", token)).await;
+    rpc.send(json!({"type": "prompt", "message": "deploy"}))
+        .await;
+    let is_editor = |f: &Value| f["type"] == "extension_ui_request" && f["method"] == "editor";
+    let first = rpc.wait_for("an editor dialog", is_editor).await;
+    assert_eq!(first["title"], "guard asks: Proceed with the deployment?");
+    let prefill: Value = serde_json::from_str(first["prefill"].as_str().unwrap()).unwrap();
+    assert_eq!(prefill, json!({"proceed": null, "target": "staging"}));
+    rpc.send(json!({"type": "extension_ui_response", "id": first["id"],
+                    "value": "{\"proceed\": true, \"target\": \"prod\"}"}))
+        .await;
+    let second = rpc
+        .wait_for("a second editor dialog", |f| {
+            f["type"] == "extension_ui_request" && f["method"] == "editor" && f["id"] != first["id"]
+        })
+        .await;
+    rpc.send(json!({"type": "extension_ui_response", "id": second["id"], "cancelled": true}))
+        .await;
+    rpc.event("agent_end").await;
+    let accepted = result_for(&env, "c1");
+    assert!(
+        accepted.contains("the client answered: accept; proceed=True target=prod"),
+        "{accepted}"
+    );
+    let cancelled = result_for(&env, "c2");
+    assert!(
+        cancelled.contains("the client answered: cancel"),
+        "{cancelled}"
+    );
+    // Aborted while the dialog is open: keel withdraws it.
+    rpc.send(json!({"type": "prompt", "message": "again"}))
+        .await;
+    let third = rpc
+        .wait_for("a third editor dialog", |f| {
+            f["type"] == "extension_ui_request"
+                && f["method"] == "editor"
+                && f["id"] != first["id"]
+                && f["id"] != second["id"]
+        })
+        .await;
+    rpc.send(json!({"type": "abort"})).await;
+    rpc.wait_for("the dialog withdrawn", |f| {
+        f["type"] == "extension_ui_request"
+            && f["method"] == "cancel"
+            && f["targetId"] == third["id"]
+    })
+    .await;
+    let (out, _) = rpc.finish().await;
+    assert!(!out.stderr.contains(token));
+}
