@@ -2,7 +2,8 @@
 //! (`tests/clients/guarded_server.py`, on the published Python SDK): keel
 //! sends the token and the configured headers, a wrong token fails the
 //! server with a clear error, and a server's question (elicitation) is
-//! declined and logged.
+//! declined and logged by `keel exec` and put to the person by the
+//! app-server, the Claude Agent SDK and an RPC host.
 
 use std::path::Path;
 
