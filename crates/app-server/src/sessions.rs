@@ -173,7 +173,9 @@ async fn spawn_thread(
     ))
     .sandbox(policy.clone(), runtime.config.allow_unconfined)
     .runs_elsewhere(runtime.runs_elsewhere())
-    .asker(Some(crate::elicitation::ThreadAsker::for_thread(runtime, &id)))
+    .asker(Some(crate::elicitation::ThreadAsker::for_thread(
+        runtime, &id,
+    )))
     .spawn();
     session.restore_name(name.clone());
     let (handle, events, task) = session.split();

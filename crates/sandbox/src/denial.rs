@@ -195,6 +195,7 @@ mod tests {
         Plan {
             writable: vec![ws.to_path_buf()],
             read_only: vec![ws.join(".git")],
+            hidden: Vec::new(),
             network: false,
         }
     }

@@ -3,9 +3,9 @@
 //! This crate owns the walls a command runs behind: what a
 //! [`SandboxSpec`] means on this machine ([`plan`]: writable roots, the
 //! `.git`/`.keel`/keel-home folders kept read-only inside them, network on
-//! or off), building them (Landlock for the file system, seccomp for
-//! network system calls, a private mount namespace for the read-only
-//! folders, `PR_SET_NO_NEW_PRIVS`) and applying them in the child between
+//! or off, keel's secret folders hidden), building them (Landlock for the
+//! file system, seccomp for network system calls, a private mount
+//! namespace for the read-only and hidden folders, `PR_SET_NO_NEW_PRIVS`) and applying them in the child between
 //! fork and exec, so keel itself is never confined. [`Sandbox`] plugs in as
 //! the [`Confiner`] of the `tools` process backends; [`probe`] says what
 //! the kernel supports; [`refusal`] tells a command the sandbox stopped
@@ -117,6 +117,22 @@ impl Sandbox {
             }
             tracing::warn!(folders = %list.join(", "), "no mount namespace: these stay writable");
             plan.read_only.clear();
+        }
+        if !plan.hidden.is_empty() && !support.mount_namespace {
+            let list: Vec<String> = plan
+                .hidden
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            if !self.allow_unconfined {
+                return Err(Error::Unsupported(format!(
+                    "cannot hide {} (keel's secrets) from commands: this kernel lets no process \
+                     make a mount namespace (user namespaces are off)",
+                    list.join(", ")
+                )));
+            }
+            tracing::warn!(folders = %list.join(", "), "no mount namespace: commands can read these");
+            plan.hidden.clear();
         }
         self.install(command, &plan, support)
     }

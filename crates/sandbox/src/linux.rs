@@ -2,8 +2,9 @@
 //! filter for the network, a private mount namespace in which every mount
 //! outside the writable roots is read-only (so `chmod`, `chown`, times and
 //! extended attributes, which Landlock does not cover, are refused there
-//! too) and what stays protected inside a writable root is a read-only
-//! bind mount, and the few system calls the child makes between fork and
+//! too), what stays protected inside a writable root is a read-only
+//! bind mount and what is hidden (keel's secrets) is covered by an empty
+//! read-only tmpfs, and the few system calls the child makes between fork and
 //! exec to put itself behind them.
 //!
 //! Everything that allocates or can fail in an interesting way happens in
@@ -67,6 +68,8 @@ pub(crate) struct Prepared {
     writable: Vec<MountStep>,
     /// Protected folders inside writable roots, made read-only.
     read_only: Vec<MountStep>,
+    /// Folders covered by an empty read-only tmpfs.
+    hidden: Vec<CString>,
     /// The command's folder, entered again once the mounts are made (the
     /// one entered before them lies on the old, now read-only, mount).
     cwd: CString,
@@ -161,6 +164,14 @@ pub(crate) fn prepare(plan: &Plan, abi: i32, mounts: bool, cwd: &Path) -> Result
             Vec::new()
         },
         read_only: steps(&plan.read_only)?,
+        hidden: if mounts {
+            plan.hidden
+                .iter()
+                .map(|p| c_path(p))
+                .collect::<Result<_>>()?
+        } else {
+            Vec::new()
+        },
         cwd: c_path(cwd)?,
         maps: id_maps(),
     })
@@ -404,6 +415,9 @@ pub(crate) fn enter(p: &Prepared) -> io::Result<()> {
                 mount(Some(path), path, libc::MS_BIND | libc::MS_REC)?;
                 remount(path, libc::MS_RDONLY | kept)?;
             }
+            for path in &p.hidden {
+                cover(path)?;
+            }
             check(libc::chdir(p.cwd.as_ptr()).into())?;
         }
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
@@ -433,6 +447,22 @@ fn mount(
             std::ptr::null(),
             flags,
             std::ptr::null(),
+        )
+    };
+    check(rc.into())
+}
+
+/// Covers `target` with an empty, read-only tmpfs: what was beneath it
+/// cannot be read, listed or written.
+fn cover(target: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: valid C strings; the data argument is a C string too.
+    let rc = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            c"size=4k,mode=0500".as_ptr().cast(),
         )
     };
     check(rc.into())

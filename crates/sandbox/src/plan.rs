@@ -1,9 +1,10 @@
 //! What a spec means on this machine: which folders are writable, which
 //! stay read-only inside them, whether the network is on.
 //!
-//! Owns [`Plan`] and [`plan`]: a pure function of the spec, the temp dir
-//! and keel's own protected folders, with every path resolved (symlinks
-//! and `..`) so the walls are built on the real folders. It also answers
+//! Owns [`Plan`] and [`plan`]: a function of the spec, the temp dir, keel's
+//! own protected folders and the folders keel keeps its secrets in
+//! (`keel_tools::kept_out`), with every path resolved (symlinks and `..`)
+//! so the walls are built on the real folders. It also answers
 //! [`may_write`] for keel's own in-process writes (`write`, `edit`), so the
 //! built-in file tools and the kernel agree. It must not know how the walls
 //! are built.
@@ -36,6 +37,10 @@ pub struct Plan {
     /// Folders inside `writable` that stay read-only (made read-only
     /// mounts in the child's own mount namespace).
     pub read_only: Vec<PathBuf>,
+    /// Folders the command cannot see into at all (keel's secrets: each
+    /// covered by an empty, read-only mount in the child's own mount
+    /// namespace).
+    pub hidden: Vec<PathBuf>,
     /// Network sockets allowed.
     pub network: bool,
 }
@@ -87,9 +92,17 @@ pub fn plan(spec: &SandboxSpec, temp_dir: &Path, protected: &[PathBuf]) -> Plan 
     );
     let mut writable = roots;
     writable.extend(spec.grant.writable.iter().filter_map(|p| real(p)));
+    let hidden = dedup(
+        keel_tools::kept_out()
+            .iter()
+            .filter_map(|p| real(p))
+            .filter(|p| p.is_dir())
+            .collect(),
+    );
     Plan {
         writable: dedup(writable),
         read_only,
+        hidden,
         network: spec.network(),
     }
 }

@@ -31,7 +31,7 @@ pub use ask::{Answer, Asker, Question};
 pub use backend::{
     Confiner, DirEntry, FileSystem, LocalFileSystem, LocalProcessRunner, Metadata, PathGlob,
     ProcessExit, ProcessRequest, ProcessRunner, SandboxSpec, WalkEntry, WalkOptions, WalkResult,
-    keep_out,
+    keep_out, kept_out,
 };
 pub use builtins::{
     BashTool, EditTool, FindTool, GrepTool, LsTool, ReadTool, WriteTool, builtin_tools,

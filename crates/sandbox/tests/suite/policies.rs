@@ -98,3 +98,50 @@ async fn the_refusal_names_what_the_sandbox_stopped() {
     let r = keel_sandbox::refusal(&ran.output, &lab.ws, &plan).unwrap();
     assert!(r.network, "{}", ran.output);
 }
+
+/// A folder keel keeps its secrets in (`keel_tools::keep_out`) cannot be
+/// read, listed, written or unmounted by a command in any confined mode,
+/// through any path to it; outside the sandbox it is untouched.
+#[tokio::test]
+async fn keels_secret_folders_are_hidden_from_commands() {
+    if !kernel_can_confine() {
+        return;
+    }
+    let lab = Lab::new();
+    let secrets = lab.home.join("mcp-credentials");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("remote.json"), "the-secret-token").unwrap();
+    std::os::unix::fs::symlink(&secrets, lab.ws.join("link")).unwrap();
+    keel_tools::keep_out([secrets.clone()]);
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let spec = lab.spec(mode);
+        for script in [
+            "cat $KHOME/mcp-credentials/remote.json",
+            "cat link/remote.json",
+            "grep -r secret $KHOME",
+            "ls -A $KHOME/mcp-credentials | grep .",
+            "echo x > $KHOME/mcp-credentials/new",
+            "umount $KHOME/mcp-credentials && cat $KHOME/mcp-credentials/remote.json",
+        ] {
+            let ran = lab.run(&spec, script).await;
+            assert!(
+                ran.failed(),
+                "{mode:?}: `{script}` succeeded: {}",
+                ran.output
+            );
+            assert!(
+                !ran.output.contains("the-secret-token"),
+                "{mode:?}: `{script}`: {}",
+                ran.output
+            );
+        }
+        // The rest of keel's home is still there to read.
+        let ran = lab.run(&spec, "cat $KHOME/keel.db").await;
+        assert_eq!(ran.output, "db", "{mode:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(secrets.join("remote.json")).unwrap(),
+        "the-secret-token"
+    );
+    assert!(!secrets.join("new").exists());
+}

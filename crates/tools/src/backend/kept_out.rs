@@ -5,9 +5,10 @@
 //! them once it knows its home ([`keep_out`]), as it sets the environment
 //! policy of commands. It must not know what is kept there.
 //!
-//! Commands are another path: their sandbox cannot take reads away from a
-//! folder inside a readable tree (Landlock only grants), so this guards the
-//! file tools, which run unasked, and not `cat`.
+//! Commands are another path: Landlock cannot take reads away from a
+//! folder inside a readable tree (it only grants), so the sandbox covers
+//! each of these folders with an empty mount in the command's own mount
+//! namespace ([`kept_out`] names them to it).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,11 @@ pub fn keep_out(dirs: impl IntoIterator<Item = PathBuf>) {
             kept.push(dir);
         }
     }
+}
+
+/// The kept-out folders, links resolved.
+pub fn kept_out() -> Vec<PathBuf> {
+    KEPT.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// `path` with its links resolved, as far as it exists.

@@ -25,7 +25,7 @@ use crate::error::Result;
 
 pub use confine::{Confiner, SandboxSpec};
 pub use glob::PathGlob;
-pub use kept_out::keep_out;
+pub use kept_out::{keep_out, kept_out};
 pub use local_fs::LocalFileSystem;
 pub use local_process::LocalProcessRunner;
 

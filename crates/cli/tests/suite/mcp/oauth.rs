@@ -161,9 +161,25 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
             "read",
             json!({"path": tokens_file.display().to_string()}),
         ),
+        // Nor can a command, even one that hides the path from the
+        // approvals analyser (which holds any touch of keel's home): the
+        // sandbox covers the folder.
+        call(
+            "c3",
+            "bash",
+            json!({"command": format!(
+                "p=$(printf '{}'); cat \"$p\"; echo listed:; ls -A \"$(dirname \"$p\")\"",
+                tokens_file.display().to_string().bytes().map(|b| format!("\\x{b:02x}")).collect::<String>()
+            )}),
+        ),
         keel_test_support::MockResponse::text("done"),
     ]);
-    let run = env.exec().arg("who am i").run().await.unwrap();
+    let run = env
+        .exec()
+        .args(["--approval-mode", "money_only", "who am i"])
+        .run()
+        .await
+        .unwrap();
     assert_eq!(run.code(), Some(0), "{}", run.stderr);
     assert!(
         result_for(&env, "c1").contains("signed in with a live token"),
@@ -175,6 +191,13 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
         "{}",
         result_for(&env, "c2")
     );
+    let catted = result_for(&env, "c3");
+    assert!(catted.contains("No such file"), "{catted}");
+    assert!(catted.trim_end().ends_with("listed:"), "{catted}");
+    if env.db.is_none() {
+        // It is there, outside the sandbox.
+        assert!(tokens_file.exists());
+    }
 
     // Expired: refreshed on the next start, with a new token.
     tokio::time::sleep(Duration::from_millis(2200)).await;
