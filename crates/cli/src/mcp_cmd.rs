@@ -69,8 +69,8 @@ pub async fn run(global: &GlobalArgs, command: McpCommand) -> anyhow::Result<Exi
     // An HTTP server's sign-in (`keel mcp login`), as its tokens say.
     let mut signed = std::collections::BTreeMap::new();
     for (name, config) in &configured {
-        if let Some(path) = &config.credentials {
-            let store = keel_mcp::oauth::FileCredentials::new(path.clone());
+        if let (Some(path), Some(url)) = (&config.credentials, &config.url) {
+            let store = keel_mcp::oauth::FileCredentials::new(path.clone(), url);
             signed.insert(name.clone(), keel_mcp::oauth::describe(&store).await);
         }
     }

@@ -64,7 +64,7 @@ fn server(
     };
     Ok((
         url.clone(),
-        keel_mcp::oauth::FileCredentials::new(path.clone()),
+        keel_mcp::oauth::FileCredentials::new(path.clone(), url),
     ))
 }
 

@@ -359,7 +359,7 @@ impl Connection {
                 // Signed in with `keel mcp login` (a configured token wins).
                 let signed_in = match (&bearer_token_env_var, credentials) {
                     (None, Some(path)) => {
-                        let store = crate::oauth::FileCredentials::new(path);
+                        let store = crate::oauth::FileCredentials::new(path, &url);
                         crate::oauth::signed_in_client(&url, store).await?
                     }
                     _ => None,

@@ -48,39 +48,81 @@ pub fn credentials_path(home: &Path, name: &str) -> PathBuf {
     home.join(CREDENTIALS_DIR).join(format!("{safe}.json"))
 }
 
-/// One server's tokens in their file.
+/// The field of a tokens file naming the server address they were issued
+/// for: they are only ever sent there.
+const SERVER_FIELD: &str = "keel_server_url";
+
+/// One server's tokens in their file, bound to the server's address: a
+/// file written for another address (the configuration now names a
+/// different URL under the same name) is never used for this one.
 #[derive(Debug, Clone)]
 pub struct FileCredentials {
     path: PathBuf,
+    url: String,
+}
+
+/// Stored credentials, and the address they were issued for (`None`: a
+/// file from before keel bound them).
+type Read = Option<(StoredCredentials, Option<String>)>;
+
+fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
 impl FileCredentials {
-    pub fn new(path: PathBuf) -> Self {
-        Self { path }
+    /// The tokens at `path` of the server at `url`.
+    pub fn new(path: PathBuf, url: &str) -> Self {
+        Self {
+            path,
+            url: url.to_owned(),
+        }
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The stored credentials (`None`: never signed in, or signed out).
-    pub async fn read(&self) -> std::result::Result<Option<StoredCredentials>, String> {
+    async fn read_any(&self) -> std::result::Result<Read, String> {
         let bytes = home_files::read(&self.path)
             .await
             .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
         let Some(bytes) = bytes else {
             return Ok(None);
         };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        let not_keels = |e: serde_json::Error| {
             format!(
                 "{} is not keel's credentials file: {e}",
                 self.path.display()
             )
-        })
+        };
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).map_err(not_keels)?;
+        let server = value
+            .as_object_mut()
+            .and_then(|o| o.remove(SERVER_FIELD))
+            .and_then(|v| v.as_str().map(str::to_owned));
+        let credentials = serde_json::from_value(value).map_err(not_keels)?;
+        Ok(Some((credentials, server)))
+    }
+
+    /// The stored credentials (`None`: never signed in, or signed out); an
+    /// error when they were issued for another address.
+    pub async fn read(&self) -> std::result::Result<Option<StoredCredentials>, String> {
+        match self.read_any().await? {
+            Some((_, Some(server))) if !same_server(&server, &self.url) => Err(format!(
+                "the sign-in kept for this name is for {server}, not {}: sign in again",
+                self.url
+            )),
+            Some((c, _)) => Ok(Some(c)),
+            None => Ok(None),
+        }
     }
 
     async fn write(&self, credentials: &StoredCredentials) -> std::result::Result<(), String> {
-        let bytes = serde_json::to_vec_pretty(credentials).map_err(|e| e.to_string())?;
+        let mut value = serde_json::to_value(credentials).map_err(|e| e.to_string())?;
+        if let Some(o) = value.as_object_mut() {
+            o.insert(SERVER_FIELD.to_owned(), self.url.clone().into());
+        }
+        let bytes = serde_json::to_vec_pretty(&value).map_err(|e| e.to_string())?;
         home_files::write_private(&self.path, bytes)
             .await
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
@@ -105,8 +147,14 @@ fn store_error(e: String) -> AuthError {
 
 #[async_trait::async_trait]
 impl CredentialStore for FileCredentials {
+    /// A sign-in kept for another address is not this server's: a login
+    /// starts afresh (and replaces it).
     async fn load(&self) -> std::result::Result<Option<StoredCredentials>, AuthError> {
-        self.read().await.map_err(store_error)
+        match self.read_any().await.map_err(store_error)? {
+            Some((_, Some(server))) if !same_server(&server, &self.url) => Ok(None),
+            Some((c, _)) => Ok(Some(c)),
+            None => Ok(None),
+        }
     }
 
     async fn save(&self, credentials: StoredCredentials) -> std::result::Result<(), AuthError> {
@@ -414,7 +462,7 @@ mod tests {
         let path = credentials_path(home.path(), "my server/../x");
         assert_eq!(path.parent().unwrap(), home.path().join(CREDENTIALS_DIR));
         assert_eq!(path.file_name().unwrap(), "my_server_.._x.json");
-        let store = FileCredentials::new(path.clone());
+        let store = FileCredentials::new(path.clone(), "http://127.0.0.1:1/mcp");
         assert_eq!(describe(&store).await, "not signed in");
         let token: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
             serde_json::json!({"access_token": "secret-token", "token_type": "bearer", "expires_in": 60}),
@@ -431,6 +479,26 @@ mod tests {
         assert!(!format!("{back:?}").contains("secret-token"));
         assert_eq!(describe(&store).await, "signed in (read)");
         assert!(store.signed_in().await);
+        // Bound to the address: the same name at another URL never gets
+        // the tokens, and a login there starts afresh.
+        let elsewhere = FileCredentials::new(path.clone(), "http://127.0.0.1:2/mcp");
+        let why = describe(&elsewhere).await;
+        assert!(
+            why.contains("is for http://127.0.0.1:1/mcp, not http://127.0.0.1:2/mcp"),
+            "{why}"
+        );
+        assert!(!elsewhere.signed_in().await);
+        assert!(elsewhere.load().await.unwrap().is_none());
+        assert!(
+            signed_in_client("http://127.0.0.1:2/mcp", elsewhere)
+                .await
+                .is_err()
+        );
+        assert!(
+            FileCredentials::new(path.clone(), "http://127.0.0.1:1/mcp/")
+                .signed_in()
+                .await
+        );
         assert!(store.remove().await.unwrap());
         assert!(!store.remove().await.unwrap());
         // A file that is not keel's is named, never taken as signed in.

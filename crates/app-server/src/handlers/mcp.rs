@@ -206,9 +206,10 @@ async fn auth_status(servers: &keel_mcp::McpServers, name: &str) -> &'static str
             ..
         }) => "bearerToken",
         Some(Transport::Http {
+            url,
             credentials: Some(path),
             ..
-        }) => match keel_mcp::oauth::FileCredentials::new(path)
+        }) => match keel_mcp::oauth::FileCredentials::new(path, &url)
             .signed_in()
             .await
         {

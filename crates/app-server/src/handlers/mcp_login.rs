@@ -67,7 +67,7 @@ pub async fn oauth_login(
     tokio::spawn(async move {
         // Nobody pastes on this surface: the browser comes back to keel.
         let (_paste, pasted) = tokio::sync::mpsc::channel(1);
-        let store = keel_mcp::oauth::FileCredentials::new(path);
+        let store = keel_mcp::oauth::FileCredentials::new(path, &url);
         let shown = answer.clone();
         let login = keel_mcp::oauth::login(
             &url,

@@ -169,8 +169,12 @@ impl Driver {
             }
         };
         let (set, session, peer) = (self.mcp_set.clone(), o.session.handle(), self.peer.clone());
+        let home = o.resolved.home.clone();
         tokio::spawn(async move {
-            let frame = match set.set_servers(&request, &servers, &session, &peer).await {
+            let frame = match set
+                .set_servers(&request, &servers, &session, &peer, &home)
+                .await
+            {
                 Ok(response) => wire::control_success(&id, response),
                 Err(why) => wire::control_error(&id, &why),
             };

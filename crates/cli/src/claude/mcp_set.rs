@@ -118,6 +118,7 @@ impl McpSet {
         servers: &Arc<McpServers>,
         session: &SessionHandle,
         peer: &Arc<Peer>,
+        home: &std::path::Path,
     ) -> Result<Value, String> {
         let Some(entries) = request.get("servers").and_then(Value::as_object) else {
             return Err("mcp_set_servers without servers".to_owned());
@@ -131,7 +132,7 @@ impl McpSet {
                 sdk_names.push(name.clone());
                 continue;
             }
-            match server_config(name, entry) {
+            match server_config(name, entry, home) {
                 Ok(config) => {
                     process.insert(name.clone(), config);
                 }
@@ -179,8 +180,15 @@ impl McpSet {
 }
 
 /// One entry of `--mcp-config`'s or `setMcpServers()`'s `mcpServers`
-/// (Claude Code's shape: `type` stdio, http or sse) as keel's server.
-pub fn server_config(name: &str, s: &Value) -> Result<McpServerConfig, String> {
+/// (Claude Code's shape: `type` stdio, http or sse) as keel's server. An
+/// HTTP server the host gives no `Authorization` header uses the sign-in
+/// `keel mcp login` keeps under keel's `home` for that name, which only
+/// ever goes to the address it was made for.
+pub fn server_config(
+    name: &str,
+    s: &Value,
+    home: &std::path::Path,
+) -> Result<McpServerConfig, String> {
     let strings = |key: &str| -> BTreeMap<String, String> {
         s.get(key)
             .and_then(Value::as_object)
@@ -191,7 +199,7 @@ pub fn server_config(name: &str, s: &Value) -> Result<McpServerConfig, String> {
             })
             .unwrap_or_default()
     };
-    let config = McpServerConfig {
+    let mut config = McpServerConfig {
         command: s.get("command").and_then(Value::as_str).map(str::to_owned),
         args: s
             .get("args")
@@ -208,6 +216,13 @@ pub fn server_config(name: &str, s: &Value) -> Result<McpServerConfig, String> {
         enabled: true,
         ..McpServerConfig::default()
     };
+    let authorized = config
+        .http_headers
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("authorization"));
+    if config.url.is_some() && !authorized {
+        config.credentials = Some(keel_mcp::oauth::credentials_path(home, name));
+    }
     config
         .transport()
         .map_err(|e| format!("server {name}: {e}"))?;
@@ -220,9 +235,11 @@ mod tests {
 
     #[test]
     fn claude_codes_entries_read_as_keels_servers() {
+        let home = std::path::Path::new("/keel-home");
         let stdio = server_config(
             "files",
             &json!({"type": "stdio", "command": "npx", "args": ["-y", "x"], "env": {"K": "v"}}),
+            home,
         )
         .unwrap();
         assert_eq!(stdio.command.as_deref(), Some("npx"));
@@ -231,11 +248,25 @@ mod tests {
         let http = server_config(
             "remote",
             &json!({"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-A": "b"}}),
+            home,
         )
         .unwrap();
         assert_eq!(http.url.as_deref(), Some("http://127.0.0.1:1/mcp"));
         assert_eq!(http.http_headers["X-A"], "b");
-        let none = server_config("broken", &json!({"type": "stdio"})).unwrap_err();
+        // A keel sign-in for that name, unless the host authorizes itself.
+        assert_eq!(
+            http.credentials,
+            Some(keel_mcp::oauth::credentials_path(home, "remote"))
+        );
+        assert_eq!(stdio.credentials, None);
+        let own = server_config(
+            "remote",
+            &json!({"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"authorization": "Bearer t"}}),
+            home,
+        )
+        .unwrap();
+        assert_eq!(own.credentials, None);
+        let none = server_config("broken", &json!({"type": "stdio"}), home).unwrap_err();
         assert!(none.starts_with("server broken: "), "{none}");
     }
 }

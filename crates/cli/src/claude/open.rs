@@ -298,7 +298,10 @@ async fn session_file(args: &ClaudeArgs, cwd: &Path, resolved: &Resolved) -> any
 }
 
 /// `--mcp-config` values (JSON, or a file holding it) as keel's servers.
-fn mcp_config(values: &[String]) -> anyhow::Result<BTreeMap<String, keel_mcp::McpServerConfig>> {
+fn mcp_config(
+    values: &[String],
+    home: &Path,
+) -> anyhow::Result<BTreeMap<String, keel_mcp::McpServerConfig>> {
     let mut out = BTreeMap::new();
     for value in values {
         let text = if value.trim_start().starts_with('{') {
@@ -314,7 +317,7 @@ fn mcp_config(values: &[String]) -> anyhow::Result<BTreeMap<String, keel_mcp::Mc
                 // Reached over the control channel (`super::sdk_mcp`).
                 continue;
             }
-            let config = super::mcp_set::server_config(name, s)
+            let config = super::mcp_set::server_config(name, s, home)
                 .map_err(|e| anyhow::anyhow!("--mcp-config: {e}"))?;
             out.insert(name.clone(), config);
         }
@@ -369,8 +372,8 @@ pub async fn open(req: Request<'_>, warn: &mut dyn FnMut(&str)) -> anyhow::Resul
         peer,
     });
     let mut servers = keel_mcp::workspace::servers_for(&resolved.home, &settings.mcp_servers, cwd);
-    servers.extend(mcp_config(&args.mcp_config)?);
-    servers.extend(mcp_config(&host.mcp_config)?);
+    servers.extend(mcp_config(&args.mcp_config, &resolved.home)?);
+    servers.extend(mcp_config(&host.mcp_config, &resolved.home)?);
     let mcp = crate::setup::start_mcp(&servers, cwd).await;
     let builder = session_builder(SessionSpec {
         cwd,

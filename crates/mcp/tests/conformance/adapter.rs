@@ -48,7 +48,7 @@ async fn run() -> Result<(), String> {
     };
     if scenario.starts_with("auth/") {
         let path = keel_mcp::oauth::credentials_path(&home, "conformance");
-        sign_in(&url, FileCredentials::new(path.clone()), &context).await?;
+        sign_in(&url, FileCredentials::new(path.clone(), &url), &context).await?;
         config.credentials = Some(path);
     }
     let env = vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())];

@@ -256,6 +256,25 @@ async fn a_login_is_used_refreshed_and_told_when_revoked() {
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(mcp_list(&env).await.contains("remote  ready"));
 
+    // The same name at another address never gets these tokens.
+    let seen_before = server.log().await["bearer_seen"].as_array().unwrap().len();
+    write_config(
+        &env,
+        &format!("[mcp_servers.remote]\nurl = \"{}\"\n", server.url("/mcp/"))
+            .replace("/mcp/", "/elsewhere/mcp"),
+    );
+    let moved = mcp_list(&env).await;
+    assert!(moved.contains("is for http://127.0.0.1:"), "{moved}");
+    assert!(moved.contains("sign in again"), "{moved}");
+    assert_eq!(
+        server.log().await["bearer_seen"].as_array().unwrap().len(),
+        seen_before
+    );
+    write_config(
+        &env,
+        &format!("[mcp_servers.remote]\nurl = \"{}\"\n", server.url("/mcp")),
+    );
+
     let logout = env
         .keel()
         .args(["mcp", "logout", "remote"])
