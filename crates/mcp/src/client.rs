@@ -18,10 +18,10 @@ use std::time::Duration;
 use keel_tools::{Answer, Asker, Question};
 use rmcp::model::{CallToolRequestParams, ElicitRequestParams, ElicitResult, ElicitationAction};
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
 use serde_json::{Map, Value};
 
-use crate::config::{McpServerConfig, Transport};
+use crate::config::{McpServerConfig, Protocol, Transport};
 use crate::error::{Error, Result};
 
 /// What keel's side of the connection does with the server's requests.
@@ -208,6 +208,18 @@ impl ClientHandler for KeelClient {
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         let _ = context;
+        self.note_tools_changed();
+    }
+}
+
+impl KeelClient {
+    /// The server's name.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The server said its tool list changed.
+    pub(crate) fn note_tools_changed(&self) {
         self.tools_changed.store(true, Ordering::SeqCst);
         if let Some(tx) = &self.changed {
             let _ = tx.send(self.server.clone());
@@ -244,6 +256,8 @@ pub struct Connection {
     progress: Arc<std::sync::Mutex<std::collections::HashMap<String, ProgressSink>>>,
     attended: Arc<std::sync::Mutex<std::collections::HashMap<String, Attended>>>,
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// The stream of a 2026-07-28 server's tool-list changes.
+    listener: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -255,14 +269,62 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Starts server `name` and completes the handshake. `env` is the
-    /// child's base environment (keel's, secrets dropped).
+    /// Starts server `name` and completes the handshake: the `initialize`
+    /// handshake of a session-based server, and `server/discover` (MCP
+    /// 2026-07-28, stateless) for a server that refuses it; with `protocol
+    /// = "2026-07-28"`, discovery first (falling back to `initialize` for
+    /// a server that does not know it). `env` is the child's base
+    /// environment (keel's, secrets dropped).
     pub async fn start(
         name: &str,
         config: &McpServerConfig,
         env: Vec<(String, String)>,
         changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<Self> {
+        let preferred = vec![rmcp::model::ProtocolVersion::V_2026_07_28];
+        let attempts = match config.protocol().map_err(Error::Config)? {
+            Protocol::Session => vec![
+                ClientLifecycleMode::Initialize,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: preferred,
+                },
+            ],
+            Protocol::Stateless => vec![ClientLifecycleMode::Auto {
+                preferred_versions: preferred,
+                legacy_version: None,
+            }],
+        };
+        let last = attempts.len() - 1;
+        let mut refused_first: Option<Error> = None;
+        for (i, lifecycle) in attempts.into_iter().enumerate() {
+            match Self::connect(name, config, env.clone(), changed.clone(), lifecycle).await {
+                Ok(conn) => return Ok(conn),
+                Err(a) if a.refused && i < last => {
+                    tracing::debug!(server = name, error = %a.error, "the server refused `initialize`; trying `server/discover` (MCP 2026-07-28)");
+                    refused_first = Some(a.error);
+                }
+                Err(a) => {
+                    return Err(match refused_first {
+                        Some(first) => Error::Start(format!(
+                            "{first}; and with `server/discover` (MCP 2026-07-28): {}",
+                            a.error
+                        )),
+                        None => a.error,
+                    });
+                }
+            }
+        }
+        Err(Error::Start("no way to start the server".to_owned()))
+    }
+
+    /// One try at starting the server with `lifecycle`.
+    async fn connect(
+        name: &str,
+        config: &McpServerConfig,
+        env: Vec<(String, String)>,
+        changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+        lifecycle: ClientLifecycleMode,
+    ) -> std::result::Result<Self, Attempt> {
         let handler = KeelClient {
             server: name.to_owned(),
             tools_changed: Arc::new(AtomicBool::new(false)),
@@ -275,6 +337,7 @@ impl Connection {
         let progress = handler.progress.clone();
         let attended = handler.attended.clone();
         let in_flight = handler.in_flight.clone();
+        let notices = handler.clone();
         match config.transport().map_err(Error::Config)? {
             Transport::Stdio {
                 command,
@@ -324,13 +387,20 @@ impl Connection {
                     });
                 }
                 let group = transport.id().and_then(|p| i32::try_from(p).ok());
-                let service = handler.serve(transport).await.map_err(|e| {
-                    kill_group(group);
-                    Error::Start(format!(
-                        "`{command}` did not complete the MCP handshake: {e}"
-                    ))
-                })?;
+                let service = handler
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(|e| {
+                        kill_group(group);
+                        Attempt {
+                            refused: is_refusal(&e),
+                            error: Error::Start(format!(
+                                "`{command}` did not complete the MCP handshake: {e}"
+                            )),
+                        }
+                    })?;
                 Ok(Self {
+                    listener: crate::listen::follow_tools(service.peer(), notices),
                     service: Some(service),
                     group,
                     tools_changed,
@@ -387,19 +457,26 @@ impl Connection {
                     Some(client) => {
                         let transport = StreamableHttpClientTransport::with_client(client, cfg);
                         handler
-                            .serve(transport)
+                            .serve_with_lifecycle(transport, lifecycle)
                             .await
-                            .map_err(|e| refused(e.to_string()))?
+                            .map_err(|e| Attempt {
+                                refused: is_refusal(&e),
+                                error: refused(e.to_string()),
+                            })?
                     }
                     None => {
                         let transport = StreamableHttpClientTransport::from_config(cfg);
                         handler
-                            .serve(transport)
+                            .serve_with_lifecycle(transport, lifecycle)
                             .await
-                            .map_err(|e| refused(e.to_string()))?
+                            .map_err(|e| Attempt {
+                                refused: is_refusal(&e),
+                                error: refused(e.to_string()),
+                            })?
                     }
                 };
                 Ok(Self {
+                    listener: crate::listen::follow_tools(service.peer(), notices),
                     service: Some(service),
                     group: None,
                     tools_changed,
@@ -529,7 +606,9 @@ impl Connection {
             ));
         }
         let _in_flight = InFlight::enter(self, &token, hooks.attended);
-        let result = tokio::time::timeout(timeout, self.service()?.peer().call_tool(params)).await;
+        // The service's call answers a 2026-07-28 server's `input_required`
+        // rounds (its questions) through this connection's handler.
+        let result = tokio::time::timeout(timeout, self.service()?.call_tool(params)).await;
         let result = result
             .map_err(|_| Error::Timeout(timeout))?
             .map_err(|e| Error::Call(e.to_string()))?;
@@ -545,6 +624,13 @@ impl Connection {
         })
     }
 
+    /// The MCP version the server agreed on.
+    pub fn protocol_version(&self) -> Option<String> {
+        let info = self.service.as_ref()?.peer_info()?;
+        let v = serde_json::to_value(&*info).ok()?;
+        v.get("protocolVersion")?.as_str().map(str::to_owned)
+    }
+
     /// Whether the connection has ended (the server died or hung up).
     pub fn is_closed(&self) -> bool {
         self.service
@@ -555,6 +641,9 @@ impl Connection {
     /// Stops the server: the connection ends and a stdio server's process
     /// group is killed.
     pub async fn stop(mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.abort();
+        }
         if let Some(service) = self.service.take() {
             let _ = tokio::time::timeout(Duration::from_secs(2), service.cancel()).await;
         }
@@ -564,6 +653,9 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
         kill_group(self.group);
     }
 }
@@ -624,6 +716,28 @@ fn with_defaults(schema: &Value, content: Value) -> Value {
         }
     }
     Value::Object(given)
+}
+
+/// A try at starting a server that did not work; `refused`: the server
+/// answered the handshake with an error (another lifecycle may do).
+struct Attempt {
+    error: Error,
+    refused: bool,
+}
+
+impl From<Error> for Attempt {
+    fn from(error: Error) -> Self {
+        Self {
+            error,
+            refused: false,
+        }
+    }
+}
+
+/// Whether the handshake failed on the server's error answer (not a
+/// transport failure, a timeout or a sign-in).
+fn is_refusal(e: &rmcp::service::ClientInitializeError) -> bool {
+    matches!(e, rmcp::service::ClientInitializeError::JsonRpcError(_))
 }
 
 fn kill_group(group: Option<i32>) {

@@ -79,12 +79,38 @@ pub struct McpServerConfig {
     pub sandbox_network: Option<bool>,
     /// Where `keel mcp login` keeps an HTTP server's OAuth tokens (set by
     /// keel from its home, never configured).
+    /// How keel opens a connection: `session` (the default: the
+    /// `initialize` handshake, and MCP 2026-07-28's `server/discover` for
+    /// a server that refuses it) or `2026-07-28` (discovery first).
+    pub protocol: Option<String>,
     #[serde(skip)]
     pub credentials: Option<PathBuf>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// How a connection is opened (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `initialize` first.
+    Session,
+    /// `server/discover` first (MCP 2026-07-28, stateless).
+    Stateless,
+}
+
+impl McpServerConfig {
+    /// The `protocol` setting, or why it cannot be read.
+    pub fn protocol(&self) -> Result<Protocol, String> {
+        match self.protocol.as_deref() {
+            None | Some("session") => Ok(Protocol::Session),
+            Some("2026-07-28") => Ok(Protocol::Stateless),
+            Some(other) => Err(format!(
+                "protocol = \"{other}\": use \"session\" or \"2026-07-28\""
+            )),
+        }
+    }
 }
 
 /// How a server is reached.

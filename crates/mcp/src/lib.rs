@@ -15,6 +15,7 @@ mod client;
 pub mod config;
 mod confine;
 mod error;
+mod listen;
 pub mod oauth;
 mod servers;
 mod tool;

@@ -49,6 +49,11 @@ pub struct ServerStatus {
     pub tools: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The MCP version the server and keel agreed on (`2026-07-28`: a
+    /// stateless server found with `server/discover`; earlier ones: the
+    /// `initialize` handshake), once connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
 }
 
 /// What is known of a server: `(state, tools, error, resources)`.
@@ -61,6 +66,8 @@ struct Server {
     status: Mutex<Known>,
     /// Failed starts in a row and when the next may be tried.
     backoff: Mutex<(u32, Option<Instant>)>,
+    /// The MCP version of the last connection.
+    protocol: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -193,6 +200,7 @@ impl McpServers {
                     .into_iter()
                     .filter(|t| server.config.offers(&t.name))
                     .collect();
+                *lock(&server.protocol) = conn.protocol_version();
                 *lock(&server.status) = (ServerState::Ready, tools, None, resources);
                 *lock(&server.backoff) = (0, None);
                 *slot = Some(conn);
@@ -287,6 +295,7 @@ impl McpServers {
                     state: st.0.clone(),
                     tools: st.1.iter().map(|t| t.name.clone()).collect(),
                     error: st.2.clone(),
+                    protocol_version: lock(&s.protocol).clone(),
                 }
             })
             .collect()
@@ -537,6 +546,7 @@ fn new_server(name: &str, config: McpServerConfig) -> Arc<Server> {
         conn: tokio::sync::Mutex::new(None),
         status: Mutex::new((state, Vec::new(), None, Resources::default())),
         backoff: Mutex::new((0, None)),
+        protocol: Mutex::new(None),
     })
 }
 

@@ -7,6 +7,7 @@
 mod confined;
 mod guarded;
 mod oauth;
+mod protocols;
 mod threads;
 
 use std::path::PathBuf;
