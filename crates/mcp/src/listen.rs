@@ -40,7 +40,7 @@ pub(crate) fn follow_tools(
         };
         loop {
             match stream.next().await {
-                Ok(Some(n)) if matches!(n, ServerNotification::ToolListChangedNotification(_)) => {
+                Ok(Some(ServerNotification::ToolListChangedNotification(_))) => {
                     client.note_tools_changed();
                 }
                 Ok(Some(_)) => {}
