@@ -93,6 +93,9 @@ pub trait RemoteEvents: Send + Sync {
     /// The run there calls `tool`, one of [`RemoteRun::tools`], for the
     /// model's call `call_id`: run it here (the gate there let it pass).
     async fn run_tool(&self, call_id: &str, tool: &str, args: serde_json::Value) -> ToolOutput;
+    /// The run is durably started there: it goes on if this process dies
+    /// now (see `SessionHandle::run_starts`).
+    async fn started(&self) {}
 }
 
 /// What a session hears of runs of it that another front-end started.
@@ -249,6 +252,10 @@ impl Relay<'_> {
 
 #[async_trait::async_trait]
 impl RemoteEvents for Relay<'_> {
+    async fn started(&self) {
+        settle_start(&self.ctx.shared);
+    }
+
     async fn event(&self, event: AgentEvent, log_seq: u64) {
         // Said here once the run has ended here.
         if matches!(event, AgentEvent::AgentSettled) {
@@ -348,6 +355,12 @@ impl RemoteEvents for Relay<'_> {
     }
 }
 
+/// Counts one more run whose start is settled (see
+/// `SessionHandle::run_starts`).
+fn settle_start(shared: &crate::state::SharedState) {
+    lock(shared).run_starts.send_modify(|n| *n += 1);
+}
+
 /// Runs `start` elsewhere, then each message queued meanwhile.
 pub(crate) async fn run(
     ctx: RunCtx,
@@ -396,9 +409,12 @@ pub(crate) async fn run(
         };
         let ran = if fresh {
             let ran = elsewhere.run(run, &relay).await;
+            // Started or not, the run's fate is known now.
+            settle_start(&ctx.shared);
             reload(&ctx).await;
             ran
         } else {
+            settle_start(&ctx.shared);
             Err("the session could not be read again since its last run; try again once its database is back".to_owned())
         };
         let RelayState {

@@ -105,6 +105,19 @@ impl SessionHandle {
         self.ops.is_closed()
     }
 
+    /// Counts the runs elsewhere (on a cluster's workers) whose start is
+    /// settled: durably started there, or ended. A front end that must
+    /// not acknowledge a prompt it could still lose reads it before
+    /// submitting the prompt and answers once it has grown.
+    pub fn run_starts(&self) -> tokio::sync::watch::Receiver<u64> {
+        lock(&self.shared).run_starts.subscribe()
+    }
+
+    /// Whether the session's runs run elsewhere (on a cluster's workers).
+    pub fn runs_elsewhere(&self) -> bool {
+        self.deps.elsewhere.is_some()
+    }
+
     /// Submits an op. A `Prompt` while a run is in progress fails with
     /// [`Error::Busy`]. Steering and follow-up messages are queued at once
     /// (while idle they wait for the next prompt); settings apply at once;
@@ -584,6 +597,7 @@ impl Session {
             compacting: None,
             tree_stale: false,
             is_compacting: false,
+            run_starts: tokio::sync::watch::Sender::new(0),
             session_name: None,
             queues,
             running: false,

@@ -80,6 +80,9 @@ pub(crate) struct Shared {
     pub compacting: Option<CancellationToken>,
     /// A compaction (automatic or asked for) is running.
     pub is_compacting: bool,
+    /// How many runs elsewhere have a settled start: durably started
+    /// there, or ended (see `SessionHandle::run_starts`).
+    pub run_starts: tokio::sync::watch::Sender<u64>,
 }
 
 pub(crate) type SharedState = Arc<Mutex<Shared>>;

@@ -20,6 +20,11 @@ use keel_app_server_protocol::v2::{
 use keel_protocol::{ImageContent, Op, ThinkingLevel};
 use tokio::sync::oneshot;
 
+/// The longest `turn/start` waits for its turn to be durably started on
+/// the cluster's workers (a little over how long a start is tried while
+/// Temporal cannot be reached).
+const DURABLE_START_WAIT: std::time::Duration = std::time::Duration::from_secs(70);
+
 use crate::handlers::{After, Reply, RequestCtx, ok};
 use crate::items::data_url;
 use crate::notify::Notifier;
@@ -226,6 +231,8 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
     };
     match turn_id {
         Ok(id) => {
+            let mut starts = thread.handle.run_starts();
+            let before = *starts.borrow_and_update();
             if let Err(e) = thread.handle.submit(Op::Prompt(input.clone())).await {
                 match e {
                     keel_core::Error::Busy => {
@@ -240,6 +247,17 @@ pub async fn start(ctx: &mut RequestCtx, p: TurnStartParams) -> Result<Reply, Rp
                         return Err(RpcError::internal(other));
                     }
                 }
+            }
+            // On a cluster, the answer waits until the turn is durably
+            // started on the workers (or has failed, which the turn's
+            // notifications then say): acknowledged, it is never lost
+            // with this process.
+            if thread.handle.runs_elsewhere()
+                && tokio::time::timeout(DURABLE_START_WAIT, starts.wait_for(|n| *n > before))
+                    .await
+                    .is_err()
+            {
+                tracing::warn!(thread = %thread.id, "the turn's start on the workers is not settled yet; answering anyway");
             }
             ctx.after.push(After::Signal(ready_tx));
             ok(&TurnStartResponse {

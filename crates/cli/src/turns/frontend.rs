@@ -105,6 +105,7 @@ impl RunsElsewhere for OnWorkers {
         };
         lock(&self.own).add(turn.turn_id.clone());
         start_surely(&self.client, &self.log, &turn).await?;
+        events.started().await;
         tracing::info!(session = %turn.session_id, "the run goes to a worker");
         let mut turn_events = TurnEvents::follow(&self.client, &self.log, &turn);
         let mut interrupted = false;

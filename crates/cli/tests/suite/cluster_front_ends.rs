@@ -130,6 +130,75 @@ pub(crate) mod front_ends {
         b.close().await;
     }
 
+    /// `turn/start` is answered only once its turn is durably started on
+    /// the workers: sent while the Temporal server is down, it gets no
+    /// answer; once the server is back the answer comes, and a front-end
+    /// killed the moment it answered loses nothing: the turn runs to its
+    /// end on a worker, and another front-end reads it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_turn_start_is_answered_only_once_the_turn_is_durable() {
+        let Some(Machines {
+            mut c,
+            mock,
+            homes,
+            ws,
+        }) = machines(3).await
+        else {
+            return;
+        };
+        mock.push(MockResponse::text("the durable answer"));
+        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let mut a = app_server_front_end(&c, &mock, homes[1].path(), ws.path()).await;
+        let thread = a.start_thread(ws.path(), "never").await;
+        c.temporal.kill();
+        let id = a
+            .request(
+                "turn/start",
+                json!({"threadId": thread, "input": [{"type": "text", "text": "keep this"}]}),
+            )
+            .await;
+        let early = tokio::time::timeout(Duration::from_secs(3), a.response(&id)).await;
+        assert!(
+            early.is_err(),
+            "turn/start was answered before its turn could start: {early:?}"
+        );
+        tokio::task::block_in_place(|| c.temporal.restart()).unwrap();
+        let answer = a.response(&id).await;
+        assert_eq!(answer["result"]["turn"]["status"], "inProgress", "{answer}");
+        kill9(a.child).await;
+
+        let mut b = app_server_front_end(&c, &mock, homes[2].path(), ws.path()).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let read = b
+                .ok(
+                    "thread/read",
+                    json!({"threadId": thread, "includeTurns": true}),
+                )
+                .await;
+            let turns = read["thread"]["turns"].to_string();
+            if turns.contains("keep this") && turns.contains("the durable answer") {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the acknowledged turn never ran: {read:#}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        // Run once: the model was asked once, with the prompt once.
+        assert_eq!(mock.request_count(), 1);
+        let body = mock.last_request().unwrap().body;
+        let users = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .count();
+        assert_eq!(users, 1, "{body:#}");
+        b.close().await;
+    }
+
     /// The notifications and server requests a client saw, in order,
     /// with repeats (streamed deltas) collapsed.
     fn sequence(s: &AppServer) -> Vec<String> {

@@ -42,9 +42,6 @@ pub struct Sent {
     pub first_delta_ms: Option<f64>,
     /// Ends of other runs heard while this one ran (RPC `agent_end`).
     pub stray_ends: usize,
-    /// Its front-end went away after acknowledging it and before any
-    /// frame of its turn reached the client.
-    pub lost_before_start: bool,
     pub decision_to_tool_ms: Option<f64>,
 }
 
@@ -373,7 +370,6 @@ async fn run_turn(
             .await;
     }
     let mut decided_at: Option<Instant> = None;
-    let mut heard_of_turn = false;
     let mut resumed = s.turn_id.is_none();
     while Instant::now() < deadline {
         if resumed {
@@ -400,9 +396,6 @@ async fn run_turn(
             Ok(Some(f)) => f,
             Ok(None) => continue,
             Err(_) => {
-                if s.acked && !heard_of_turn {
-                    s.lost_before_start = true;
-                }
                 reconnect(name, machine, shared, conn, transcripts).await;
                 resumed = true;
                 continue;
@@ -410,7 +403,6 @@ async fn run_turn(
         };
         let method = frame["method"].as_str().unwrap_or_default();
         let for_turn = s.turn_id.is_some() && frame["params"]["turnId"] == json!(s.turn_id);
-        heard_of_turn |= for_turn;
         match method {
             "item/agentMessage/delta" if for_turn && s.first_delta_ms.is_none() => {
                 s.first_delta_ms = Some(t0.elapsed().as_secs_f64() * 1000.0);
