@@ -271,7 +271,7 @@ impl ApprovalFrontend for AppServerFrontend {
         }
         let turn_id = match turn_id {
             Some(id) => id,
-            None => runtime.unnamed_turn_id(&thread).await,
+            None => runtime.unnamed_turn_id(&thread, None).await,
         };
         let cwd = call.cwd.display().to_string();
         runtime
@@ -459,7 +459,7 @@ pub async fn replay(runtime: &Arc<Runtime>, thread_id: &str, conn: &Arc<Connecti
                 );
                 let turn_id = match stored.or_else(|| t.active_turn_id()) {
                     Some(id) => id,
-                    None => runtime.unnamed_turn_id(t).await,
+                    None => runtime.unnamed_turn_id(t, None).await,
                 };
                 (turn_id, t.state().cwd.display().to_string())
             }

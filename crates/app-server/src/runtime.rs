@@ -211,11 +211,15 @@ impl Runtime {
     /// queued message's, or one another front-end started on a worker):
     /// the one its history gives it, counted up to the entry the run began
     /// after when it runs elsewhere (the tree may already hold what the run
-    /// stored), so every front-end knows the turn by one id.
-    pub async fn unnamed_turn_id(&self, thread: &LoadedThread) -> String {
-        let running = match self.runs_elsewhere() {
-            Some(elsewhere) => elsewhere.running(&thread.id).await,
-            None => None,
+    /// stored, all of it when the run ended before this front-end heard
+    /// it), so every front-end knows the turn by one id. `log_seq`: where
+    /// the event that opens the turn was stored, when it came from the
+    /// session's log.
+    pub async fn unnamed_turn_id(&self, thread: &LoadedThread, log_seq: Option<u64>) -> String {
+        let running = match (self.runs_elsewhere(), log_seq) {
+            (Some(elsewhere), Some(seq)) => elsewhere.run_at(&thread.id, seq).await,
+            (Some(elsewhere), None) => elsewhere.running(&thread.id).await,
+            (None, _) => None,
         };
         let tree = thread.handle.tree();
         let steps = match &running {

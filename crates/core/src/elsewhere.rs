@@ -138,6 +138,15 @@ pub trait RunsElsewhere: Send + Sync {
         None
     }
 
+    /// The run of `session_id` whose events include the one stored at
+    /// `log_seq`, running or ended (a front-end that hears a run it did
+    /// not start after that run ended still names it as the others do);
+    /// `None` when that cannot be known. By default: [`Self::running`].
+    async fn run_at(&self, session_id: &str, log_seq: u64) -> Option<RunningThere> {
+        let _ = log_seq;
+        self.running(session_id).await
+    }
+
     /// The calls held, from now on, by runs of `session_id` wherever they
     /// were started, so this front-end can offer them to its host too;
     /// `None` (the default): nothing is watched. `seen`: the last place in

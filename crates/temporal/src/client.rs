@@ -200,6 +200,15 @@ impl TemporalClient {
     /// The turn `session_id` runs now, if one runs (read from its
     /// workflow, so a front-end that did not start it can follow it).
     pub async fn running_turn(&self, session_id: &str) -> Result<Option<RunningTurn>> {
+        Ok(self
+            .latest_turn(session_id)
+            .await?
+            .and_then(|(turn, running)| running.then_some(turn)))
+    }
+
+    /// The latest turn of `session_id`, running or ended, and whether it
+    /// runs (`None`: none, or one a keel that did not record it started).
+    pub async fn latest_turn(&self, session_id: &str) -> Result<Option<(RunningTurn, bool)>> {
         let id = turn_workflow_id(session_id);
         let described = match self
             .client
@@ -211,13 +220,11 @@ impl TemporalClient {
             Err(WorkflowInteractionError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(interaction_error(id, e)),
         };
-        if described.status() != WorkflowExecutionStatus::Running {
-            return Ok(None);
-        }
-        // A turn started by a keel that did not record it is not followed.
+        let running = described.status() == WorkflowExecutionStatus::Running;
         Ok(described
             .static_details()
-            .and_then(|d| serde_json::from_str(d).ok()))
+            .and_then(|d| serde_json::from_str::<RunningTurn>(d).ok())
+            .map(|turn| (turn, running)))
     }
 
     /// How the latest turn of `session_id` ended (waits for it to end).

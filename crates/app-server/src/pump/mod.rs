@@ -57,7 +57,7 @@ pub async fn run(
             biased;
             event = events.recv() => match event {
                 // Codex's notifications have no place for a log position.
-                Some(event) => pump.on_event(event.event).await,
+                Some(event) => pump.on_event(event.event, event.log_seq).await,
                 None => break,
             },
             Some(c) = control.recv() => pump.on_control(c).await,
@@ -167,9 +167,9 @@ impl Pump {
         .await;
     }
 
-    async fn on_event(&mut self, event: AgentEvent) {
+    async fn on_event(&mut self, event: AgentEvent, log_seq: Option<u64>) {
         match event {
-            AgentEvent::AgentStart => self.start_turn().await,
+            AgentEvent::AgentStart => self.start_turn(log_seq).await,
             AgentEvent::AgentEnd { messages: _ } => self.end_turn().await,
             AgentEvent::TurnStart | AgentEvent::TurnEnd { .. } | AgentEvent::AgentSettled => {}
             AgentEvent::AutoRetryStart {
@@ -241,7 +241,7 @@ impl Pump {
     /// turn or (asked for with `thread/compact/start`) in a turn of its own.
     async fn compaction_start(&mut self) {
         if self.turn.is_none() {
-            self.start_turn().await;
+            self.start_turn(None).await;
             self.compaction_turn = true;
         }
         let id = self.next_item_id("compact");
@@ -287,9 +287,9 @@ impl Pump {
         .await;
     }
 
-    async fn start_turn(&mut self) {
+    async fn start_turn(&mut self, log_seq: Option<u64>) {
         let next_id = if self.thread.active_turn_id().is_none() {
-            Some(self.runtime.unnamed_turn_id(&self.thread).await)
+            Some(self.runtime.unnamed_turn_id(&self.thread, log_seq).await)
         } else {
             None
         };

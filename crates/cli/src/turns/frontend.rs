@@ -145,6 +145,21 @@ impl RunsElsewhere for OnWorkers {
         }
     }
 
+    async fn run_at(&self, session_id: &str, log_seq: u64) -> Option<RunningThere> {
+        // Turns of a session run one after another: the latest one began
+        // before `log_seq`, so the event is its.
+        match self.client.latest_turn(session_id).await {
+            Ok(Some((turn, _))) if turn.log_from < log_seq => Some(RunningThere {
+                base_leaf: turn.base_leaf,
+            }),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot ask which turn stored an event");
+                None
+            }
+        }
+    }
+
     fn watch(&self, session_id: &str, seen: Option<u64>) -> Option<mpsc::Receiver<Watched>> {
         let (tx, rx) = mpsc::channel(WATCH_CAPACITY);
         let watch = Watch {
