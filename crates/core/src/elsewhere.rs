@@ -574,14 +574,18 @@ fn held_call(
 fn whole_run(ctx: &RunCtx, ended: RunEnd, since: Option<&str>) -> SessionEvent {
     let RunEnd { end, several_tries } = ended;
     let SessionEvent {
-        event: AgentEvent::AgentEnd { .. },
+        event: AgentEvent::AgentEnd { messages: listed },
         log_seq,
-    } = end
+    } = &end
     else {
         return end;
     };
+    let log_seq = *log_seq;
     let s = lock(&ctx.shared);
-    if !several_tries || s.tree_stale {
+    // A try that died is closed with an end that lists nothing; when no
+    // next try had anything left to run (it found the answer stored), that
+    // end is the run's, and the session holds what the run did.
+    if !(several_tries || listed.is_empty()) || s.tree_stale {
         return end;
     }
     let branch = s.tree.branch();

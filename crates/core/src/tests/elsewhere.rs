@@ -280,6 +280,29 @@ async fn the_end_of_a_run_of_several_tries_lists_the_whole_run() {
     assert_eq!(*messages, [said("two"), answer("second")]);
 }
 
+/// A try died there after it stored its answer (the next try's closing
+/// `agent_end` lists nothing, and that try found nothing left to run):
+/// the run's end here lists the whole run as the session holds it.
+#[tokio::test]
+async fn a_run_whose_answer_a_died_try_stored_ends_with_it() {
+    let died = vec![
+        AgentEvent::AgentStart,
+        AgentEvent::TurnStart,
+        AgentEvent::AgentEnd { messages: vec![] },
+    ];
+    let (mut h, _) = elsewhere(Scripted {
+        script: died,
+        ..Scripted::default()
+    });
+    h.log.reload_as(stored(&[said("one"), answer("stored")]));
+    h.prompt("one").await;
+    let events = h.run_to_end().await;
+    let Some(AgentEvent::AgentEnd { messages }) = events.last() else {
+        panic!("{events:#?}")
+    };
+    assert_eq!(*messages, [said("one"), answer("stored")]);
+}
+
 #[tokio::test]
 async fn a_run_that_cannot_run_elsewhere_ends_with_the_reason() {
     let (mut h, _) = elsewhere(Scripted {
