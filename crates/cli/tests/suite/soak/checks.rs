@@ -34,16 +34,14 @@ pub fn stored_prompts(threads: &HashMap<String, Value>) -> (HashMap<String, usiz
     (counts, open)
 }
 
-/// Everything that broke a promise, as lines: the new ones, and those of
-/// the known open defect (see [`KNOWN`]).
+/// Everything that broke a promise, as lines.
 pub fn violations(
     sent: &[Sent],
     threads: &HashMap<String, Value>,
     transcripts: &[Transcript],
     ws: &[&Path],
-) -> (Vec<String>, Vec<String>) {
+) -> Vec<String> {
     let mut bad = Vec::new();
-    let mut known = Vec::new();
     let (stored, open) = stored_prompts(threads);
     for turn in open {
         bad.push(format!("a turn never ended: {turn}"));
@@ -56,20 +54,14 @@ pub fn violations(
         if !s.acked && n > 1 {
             bad.push(format!("prompt {} stored {n} times", s.tag));
         }
-        // The known defect: what it breaks is reported apart.
-        let here = if s.stray_ends > 0 {
-            &mut known
-        } else {
-            &mut bad
-        };
         if s.stray_ends > 0 {
-            here.push(format!(
+            bad.push(format!(
                 "{} agent_end of other runs reached the client during {}",
                 s.stray_ends, s.tag
             ));
         }
         if s.acked && s.ended.is_none() {
-            here.push(format!("the client never saw turn {} end", s.tag));
+            bad.push(format!("the client never saw turn {} end", s.tag));
         }
         let runs: usize = ws
             .iter()
@@ -97,15 +89,8 @@ pub fn violations(
                 .map(|f| format!("connection {i}: {f}")),
         );
     }
-    (bad, known)
+    bad
 }
-
-/// The open defect the soak still finds, reported but failing the soak
-/// only with `KEEL_SOAK_STRICT=1` (docs/deploy.md, "A chaos soak"): after
-/// PostgreSQL crashes under a worker mid-turn, the RPC front-end can pass
-/// on the died try's `agent_end` and not see the next try's end.
-pub const KNOWN: &str =
-    "the RPC front-end passes on a died try's agent_end after a PostgreSQL crash";
 
 /// What one app-server connection saw twice or out of order: an item
 /// completed twice, a turn started or completed twice, anything of a turn
@@ -204,14 +189,14 @@ fn every_lost_acknowledged_prompt_fails_the_soak() {
         acked: true,
         ..Sent::default()
     };
-    let (bad, known) = violations(&[sent("a")], &HashMap::new(), &[], &[]);
+    let bad = violations(&[sent("a")], &HashMap::new(), &[], &[]);
     assert!(
         bad.iter().any(|l| l.contains("prompt a stored 0 times")),
         "{bad:?}"
     );
     assert!(
-        !known.iter().any(|l| l.contains("stored 0 times")),
-        "{known:?}"
+        bad.iter().any(|l| l.contains("never saw turn a end")),
+        "{bad:?}"
     );
 }
 
