@@ -357,6 +357,8 @@ impl RemoteEvents for Relay<'_> {
         let mut context =
             keel_tools::ToolContext::local(cwd, self.cancel.child_token()).with_updates(updates);
         context.call_id = call_id.to_owned();
+        // Its questions (an MCP server's) go to this side's person.
+        context.asker = self.ctx.deps.asker.clone();
         match found.execute(&context, args).await {
             Ok(out) => out,
             Err(e) => ToolOutput::error(ToolResult::text(e.to_string())),
