@@ -199,6 +199,58 @@ pub(crate) mod front_ends {
         b.close().await;
     }
 
+    /// A turn a worker runs calls a tool of the front-end's own MCP server
+    /// (run on the front-end), and that server's question reaches the
+    /// front-end's client, whose answer reaches the server.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_front_end_servers_question_in_a_worker_run_turn_reaches_its_client() {
+        let Some(python) = crate::suite::clients::pip_client("mcp") else {
+            return;
+        };
+        let Some(Machines { c, mock, homes, ws }) = machines(2).await else {
+            return;
+        };
+        let token = "guard-token-9595";
+        let server = crate::suite::mcp::guarded::guarded(&python, token).await;
+        std::fs::write(
+            homes[1].path().join("config.toml"),
+            crate::suite::mcp::guarded::config(server.port),
+        )
+        .unwrap();
+        mock.push_all([
+            MockResponse::tool_calls(vec![tool_call("q1", "mcp__guard__ask", json!({}))]),
+            MockResponse::text("asked"),
+        ]);
+        let _worker = turn_worker(&c, &mock, homes[0].path(), &[]).await;
+        let base_url = mock.base_url();
+        let mut a = AppServer::start(
+            c.keel_at(homes[1].path(), ws.path())
+                .env("GUARD_TOKEN", token)
+                .args(["app-server", "--base-url", &base_url])
+                .args(["--model", "mock-model"]),
+        )
+        .await;
+        a.initialize(false).await;
+        let thread = a.start_thread(ws.path(), "never").await;
+        let turn = a.start_turn(&thread, "ask").await;
+        let asked = a
+            .wait_for("the server's question", |f| {
+                f["method"] == "mcpServer/elicitation/request"
+            })
+            .await;
+        assert_eq!(asked["params"]["serverName"], "guard");
+        a.send(json!({"id": asked["id"], "result": {"action": "accept", "content": {"proceed": true}}}))
+            .await;
+        let completed = a.finish_turn(&turn, "accept").await;
+        assert_eq!(completed["status"], "completed", "{completed:#}");
+        let seen = mock.last_request().unwrap().body.to_string();
+        assert!(
+            seen.contains("the client answered: accept; proceed=True target=staging"),
+            "{seen}"
+        );
+        a.close().await;
+    }
+
     /// The notifications and server requests a client saw, in order,
     /// with repeats (streamed deltas) collapsed.
     fn sequence(s: &AppServer) -> Vec<String> {

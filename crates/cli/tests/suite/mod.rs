@@ -15,7 +15,7 @@ mod exec;
 mod exec_abort;
 mod html_export;
 mod inbox;
-mod mcp;
+pub(crate) mod mcp;
 mod providers;
 mod rpc;
 mod sandbox;

@@ -16,12 +16,12 @@ use super::super::rpc::WAIT;
 use super::{call, result_for, write_config};
 
 /// The guarded server on a free loopback port, token read from `TOKEN`.
-struct Guarded {
-    port: u16,
+pub(crate) struct Guarded {
+    pub(crate) port: u16,
     _child: tokio::process::Child,
 }
 
-async fn guarded(python: &Path, token: &str) -> Guarded {
+pub(crate) async fn guarded(python: &Path, token: &str) -> Guarded {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -56,7 +56,7 @@ async fn guarded(python: &Path, token: &str) -> Guarded {
     }
 }
 
-fn config(port: u16) -> String {
+pub(crate) fn config(port: u16) -> String {
     format!(
         "[mcp_servers.guard]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
          bearer_token_env_var = \"GUARD_TOKEN\"\nhttp_headers = {{ \"X-Team\" = \"infra\" }}\n\

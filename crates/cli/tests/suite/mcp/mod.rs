@@ -5,7 +5,7 @@
 //! one killed in the middle of a call.
 
 mod confined;
-mod guarded;
+pub(crate) mod guarded;
 mod oauth;
 mod protocols;
 mod threads;
