@@ -166,7 +166,8 @@ pub(crate) async fn announce_status(runtime: &Runtime, thread: &LoadedThread) {
     }
 }
 
-async fn announce_resolved(runtime: &Runtime, id: i64, thread_id: String) {
+/// Announces `serverRequest/resolved` for wire id `id` of `thread_id`.
+pub(crate) async fn announce_resolved(runtime: &Runtime, id: i64, thread_id: String) {
     runtime
         .notify_thread(
             &thread_id.clone(),

@@ -12,17 +12,14 @@
 
 use std::sync::{Arc, Weak};
 
-use keel_app_server_protocol::RequestId;
 use keel_app_server_protocol::v2::{
     McpServerElicitationAction, McpServerElicitationRequestParams,
-    McpServerElicitationRequestResponse, ServerNotification, ServerRequest,
-    ServerRequestResolvedNotification,
+    McpServerElicitationRequestResponse, ServerRequest,
 };
 use keel_tools::{Answer, Asker, Question};
 use serde_json::{Map, Value};
 
-use crate::approvals::announce_status;
-use crate::notify::Notifier;
+use crate::approvals::{announce_resolved, announce_status};
 use crate::runtime::Runtime;
 use crate::thread_state::LoadedThread;
 
@@ -162,17 +159,7 @@ impl Drop for Open {
         let id = self.id;
         tokio::spawn(async move {
             if let Some(thread_id) = runtime.broker.end_question(id) {
-                runtime
-                    .notify_thread(
-                        &thread_id.clone(),
-                        &ServerNotification::ServerRequestResolved(
-                            ServerRequestResolvedNotification {
-                                thread_id,
-                                request_id: RequestId::Integer(id),
-                            },
-                        ),
-                    )
-                    .await;
+                announce_resolved(&runtime, id, thread_id).await;
             }
             if let Some(t) = &thread {
                 announce_status(&runtime, t).await;
