@@ -34,6 +34,23 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// An answer in MCP's `ElicitResult` shape (`{action, content?}`, as
+    /// hosts send it back); `None` when it is not one. An `accept`
+    /// without content is an empty form.
+    pub fn from_result(result: &Value) -> Option<Answer> {
+        match result.get("action")?.as_str()? {
+            "accept" => Some(Answer::Accept(
+                result
+                    .get("content")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Default::default())),
+            )),
+            "decline" => Some(Answer::Decline),
+            "cancel" => Some(Answer::Cancel),
+            _ => None,
+        }
+    }
+
     /// MCP's `action`.
     pub fn action(&self) -> &'static str {
         match self {
@@ -112,6 +129,28 @@ mod tests {
             },
             "required": ["proceed"]
         })
+    }
+
+    #[test]
+    fn mcp_results_are_read() {
+        assert_eq!(
+            Answer::from_result(&json!({"action": "accept", "content": {"proceed": true}})),
+            Some(Answer::Accept(json!({"proceed": true})))
+        );
+        assert_eq!(
+            Answer::from_result(&json!({"action": "accept"})),
+            Some(Answer::Accept(json!({})))
+        );
+        assert_eq!(
+            Answer::from_result(&json!({"action": "cancel"})),
+            Some(Answer::Cancel)
+        );
+        assert_eq!(
+            Answer::from_result(&json!({"action": "decline"})),
+            Some(Answer::Decline)
+        );
+        assert_eq!(Answer::from_result(&json!({"action": "maybe"})), None);
+        assert_eq!(Answer::from_result(&json!(null)), None);
     }
 
     #[test]

@@ -20,12 +20,6 @@ pub struct SdkAsker {
 #[async_trait::async_trait]
 impl Asker for SdkAsker {
     async fn ask(&self, call_id: &str, question: Question) -> Answer {
-        let order: Vec<String> = question
-            .schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default();
         let reply = self
             .peer
             .request(json!({
@@ -34,7 +28,6 @@ impl Asker for SdkAsker {
                 "message": question.message,
                 "mode": "form",
                 "requested_schema": question.schema,
-                "property_order": order,
             }))
             .await;
         match reply {
@@ -52,15 +45,10 @@ impl Asker for SdkAsker {
 
 /// The SDK's `{action, content?}`; anything else is a decline.
 fn answer_of(r: &Value) -> Answer {
-    match r.get("action").and_then(Value::as_str) {
-        Some("accept") => Answer::Accept(r.get("content").cloned().unwrap_or_else(|| json!({}))),
-        Some("cancel") => Answer::Cancel,
-        Some("decline") => Answer::Decline,
-        other => {
-            tracing::warn!(action = ?other, "an answer to an MCP server's question that cannot be read: declined");
-            Answer::Decline
-        }
-    }
+    Answer::from_result(r).unwrap_or_else(|| {
+        tracing::warn!(answer = %r, "an answer to an MCP server's question that cannot be read: declined");
+        Answer::Decline
+    })
 }
 
 #[cfg(test)]
@@ -68,17 +56,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_sdks_answers_are_read() {
+    fn what_the_sdk_cannot_say_is_a_decline() {
         assert_eq!(
             answer_of(&json!({"action": "accept", "content": {"proceed": true}})),
             Answer::Accept(json!({"proceed": true}))
         );
-        assert_eq!(
-            answer_of(&json!({"action": "accept"})),
-            Answer::Accept(json!({}))
-        );
-        assert_eq!(answer_of(&json!({"action": "cancel"})), Answer::Cancel);
-        assert_eq!(answer_of(&json!({"action": "decline"})), Answer::Decline);
         assert_eq!(answer_of(&json!({"action": "maybe"})), Answer::Decline);
         assert_eq!(answer_of(&json!(null)), Answer::Decline);
     }
