@@ -282,39 +282,40 @@ impl Connection {
         changed: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<Self> {
         let preferred = vec![rmcp::model::ProtocolVersion::V_2026_07_28];
-        let attempts = match config.protocol().map_err(Error::Config)? {
-            Protocol::Session => vec![
+        // The lifecycle tried first, and the one tried when the server
+        // refuses it.
+        let (first, then) = match config.protocol().map_err(Error::Config)? {
+            Protocol::Session => (
                 ClientLifecycleMode::Initialize,
-                ClientLifecycleMode::Discover {
+                Some(ClientLifecycleMode::Discover {
                     preferred_versions: preferred,
+                }),
+            ),
+            Protocol::Stateless => (
+                ClientLifecycleMode::Auto {
+                    preferred_versions: preferred,
+                    legacy_version: None,
                 },
-            ],
-            Protocol::Stateless => vec![ClientLifecycleMode::Auto {
-                preferred_versions: preferred,
-                legacy_version: None,
-            }],
+                None,
+            ),
         };
-        let last = attempts.len() - 1;
-        let mut refused_first: Option<Error> = None;
-        for (i, lifecycle) in attempts.into_iter().enumerate() {
-            match Self::connect(name, config, env.clone(), changed.clone(), lifecycle).await {
-                Ok(conn) => return Ok(conn),
-                Err(a) if a.refused && i < last => {
-                    tracing::debug!(server = name, error = %a.error, "the server refused `initialize`; trying `server/discover` (MCP 2026-07-28)");
-                    refused_first = Some(a.error);
-                }
-                Err(a) => {
-                    return Err(match refused_first {
-                        Some(first) => Error::Start(format!(
-                            "{first}; and with `server/discover` (MCP 2026-07-28): {}",
-                            a.error
-                        )),
-                        None => a.error,
-                    });
-                }
-            }
-        }
-        Err(Error::Start("no way to start the server".to_owned()))
+        let refused = match Self::connect(name, config, env.clone(), changed.clone(), first).await {
+            Ok(conn) => return Ok(conn),
+            Err(a) => match (a.refused, then) {
+                (true, Some(then)) => (a.error, then),
+                _ => return Err(a.error),
+            },
+        };
+        let (first_error, then) = refused;
+        tracing::debug!(server = name, error = %first_error, "the server refused `initialize`; trying `server/discover` (MCP 2026-07-28)");
+        Self::connect(name, config, env, changed, then)
+            .await
+            .map_err(|a| {
+                Error::Start(format!(
+                    "{first_error}; and with `server/discover` (MCP 2026-07-28): {}",
+                    a.error
+                ))
+            })
     }
 
     /// One try at starting the server with `lifecycle`.
