@@ -440,4 +440,66 @@ mod tests {
         rt.broker.forget_thread("t");
         assert_eq!(rt.broker.pending_count(), 0);
     }
+
+    fn question() -> ServerRequest {
+        ServerRequest::McpServerElicitationRequest(
+            keel_app_server_protocol::v2::McpServerElicitationRequestParams {
+                server_name: "s".into(),
+                thread_id: "t".into(),
+                turn_id: None,
+                message: "Go?".into(),
+                mode: "form".into(),
+                requested_schema: serde_json::json!({"type": "object", "properties": {}}),
+            },
+        )
+    }
+
+    /// The first answer to a question goes to its waiter, a second is
+    /// taken as an answer to nothing; a question whose last asked
+    /// connection goes away ends unanswered (its waiter hears nothing
+    /// more), and one nobody is subscribed to is not put at all.
+    #[tokio::test]
+    async fn questions_are_answered_once_and_end_with_their_last_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = Runtime::new(
+            AppServerConfig::new(dir.path().into(), dir.path().into()),
+            Arc::new(NoModels),
+            crate::approvals::frontend,
+        );
+        let (a, mut rx_a) = connect(&rt);
+        let (b, mut rx_b) = connect(&rt);
+        let (id, reply) = rt.broker.ask(rt.as_ref(), question()).await.unwrap();
+        assert_eq!(
+            frame(&mut rx_a).await["method"],
+            "mcpServer/elicitation/request"
+        );
+        assert_eq!(frame(&mut rx_b).await["id"], id);
+        let wire = RequestId::Integer(id);
+        let first = rt.broker.take_question(a.id, &wire).unwrap().unwrap();
+        first
+            .send(Ok(serde_json::json!({"action": "decline"})))
+            .unwrap();
+        assert!(matches!(rt.broker.take_question(b.id, &wire), Some(None)));
+        assert_eq!(reply.await.unwrap().unwrap()["action"], "decline");
+        assert_eq!(rt.broker.end_question(id).as_deref(), Some("t"));
+        assert_eq!(rt.broker.end_question(id), None);
+
+        // Both asked connections close: the waiter's answer never comes.
+        let (_, reply) = rt.broker.ask(rt.as_ref(), question()).await.unwrap();
+        rt.broker.connection_closed(a.id);
+        rt.broker.connection_closed(b.id);
+        assert!(reply.await.is_err());
+
+        // An approval's id is not a question's.
+        let approval = rt.broker.announce(rt.as_ref(), "apr_1", request()).await;
+        assert!(
+            rt.broker
+                .take_question(a.id, &RequestId::Integer(approval))
+                .is_none()
+        );
+
+        rt.unsubscribe("t", a.id);
+        rt.unsubscribe("t", b.id);
+        assert!(rt.broker.ask(rt.as_ref(), question()).await.is_none());
+    }
 }
