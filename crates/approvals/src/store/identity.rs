@@ -11,14 +11,18 @@
 //! writes in place), so the inode is stable for keel's own database. A
 //! database opened for the first time with no schema is new and gets a new
 //! identity; one with a schema and neither id nor sidecar (written before
-//! identities existed) is adopted once. [`trust`] accepts the current file
-//! after a person has checked it (`keel approvals trust-store`). It must
-//! not know about the engine or the wire.
+//! identities existed) is adopted once. The sidecar is written before the
+//! id is committed, in one write-locked transaction, so processes that open
+//! a new database together agree on one identity and one that dies half
+//! way leaves what the next open adopts (a sidecar of this very file and no
+//! id), never an id without its sidecar. [`trust`] accepts the current
+//! file after a person has checked it (`keel approvals trust-store`). It
+//! must not know about the engine or the wire.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -57,9 +61,10 @@ fn read_sidecar(db: &Path) -> Result<Option<Sidecar>> {
     }
 }
 
-fn write_identity(conn: &Connection, db: &Path, id: &str) -> Result<()> {
-    conn.execute("DELETE FROM keel_identity", [])?;
-    conn.execute("INSERT INTO keel_identity (id) VALUES (?1)", [id])?;
+/// Writes the sidecar (synced, then renamed into place, then its folder
+/// synced), so that it is on disk before the id it names is committed.
+fn write_sidecar(db: &Path, id: &str) -> Result<()> {
+    use std::io::Write;
     let meta = std::fs::metadata(db)?;
     let sidecar = Sidecar {
         id: id.to_owned(),
@@ -68,28 +73,59 @@ fn write_identity(conn: &Connection, db: &Path, id: &str) -> Result<()> {
     };
     let path = sidecar_path(db);
     let tmp = path.with_extension("identity.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(&sidecar)?)?;
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(&serde_json::to_vec(&sidecar)?)?;
+    file.sync_all()?;
     std::fs::rename(&tmp, &path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Records `id` as the identity of `db` inside `tx`: the sidecar first,
+/// then the row. A process that dies before the commit leaves a sidecar
+/// and no row, which the next open adopts (see [`check`]). The other order
+/// left a row and no sidecar, which looks like a file moved over keel's,
+/// and locked every later process out.
+fn record(tx: &rusqlite::Transaction<'_>, db: &Path, id: &str) -> Result<()> {
+    write_sidecar(db, id)?;
+    tx.execute("DELETE FROM keel_identity", [])?;
+    tx.execute("INSERT INTO keel_identity (id) VALUES (?1)", [id])?;
     Ok(())
 }
 
 /// Checks (or, for a new database, creates) the identity of `db`.
 /// `fresh`: the file had no schema before this open.
-pub fn check(conn: &Connection, db: &Path, fresh: bool) -> Result<()> {
-    let id = stored_id(conn)?;
+///
+/// Runs in an immediate (write-locked) transaction, so that processes
+/// opening a new database at once agree on one identity: the first one
+/// records it, the others wait for its commit and then check it.
+pub fn check(conn: &mut Connection, db: &Path, fresh: bool) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let id = stored_id(&tx)?;
     let sidecar = read_sidecar(db)?;
-    if fresh || (id.is_none() && sidecar.is_none()) {
-        let new = id.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-        return write_identity(conn, db, &new);
-    }
     let meta = std::fs::metadata(db)?;
+    let same_file = |s: &Sidecar| s.dev == meta.dev() && s.ino == meta.ino();
+    let adopt = match (&id, &sidecar) {
+        // New, or written before identities existed (adopted once).
+        (None, _) if fresh => Some(uuid::Uuid::now_v7().simple().to_string()),
+        (None, None) => Some(uuid::Uuid::now_v7().simple().to_string()),
+        // The process that wrote this sidecar died before its commit.
+        (None, Some(s)) if same_file(s) => Some(s.id.clone()),
+        _ => None,
+    };
+    if let Some(new) = adopt {
+        record(&tx, db, &new)?;
+        tx.commit()?;
+        return Ok(());
+    }
+    tx.commit()?;
     let why = match (&id, &sidecar) {
-        (Some(id), Some(s)) if *id == s.id && s.dev == meta.dev() && s.ino == meta.ino() => {
-            return Ok(());
-        }
+        (Some(id), Some(s)) if *id == s.id && same_file(s) => return Ok(()),
         (Some(id), Some(s)) if *id == s.id => "the file was replaced (another inode)",
         (Some(_), Some(_)) => "its identity differs from the one keel recorded",
-        (None, Some(_)) => "it has no identity, but keel recorded one",
+        (None, Some(_)) => "it has no identity, but keel recorded one for another file",
         (Some(_), None) => "keel's record of its identity is missing",
         (None, None) => "it has no identity",
     };
@@ -100,9 +136,12 @@ pub fn check(conn: &Connection, db: &Path, fresh: bool) -> Result<()> {
 }
 
 /// Accepts the database at `db` as keel's own: records its identity anew.
-pub fn trust(conn: &Connection, db: &Path) -> Result<()> {
-    let id = stored_id(conn)?.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-    write_identity(conn, db, &id)
+pub fn trust(conn: &mut Connection, db: &Path) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let id = stored_id(&tx)?.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    record(&tx, db, &id)?;
+    tx.commit()?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -118,15 +157,19 @@ mod tests {
         (conn, fresh)
     }
 
+    fn stored(db: &Path) -> Option<String> {
+        stored_id(&Connection::open(db).unwrap()).unwrap()
+    }
+
     #[test]
     fn a_database_moved_over_keels_own_is_refused_until_trusted() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("keel.db");
-        let (conn, fresh) = open(&db);
-        check(&conn, &db, fresh).unwrap();
+        let (mut conn, fresh) = open(&db);
+        check(&mut conn, &db, fresh).unwrap();
         drop(conn);
-        let (conn, fresh) = open(&db);
-        check(&conn, &db, fresh).unwrap();
+        let (mut conn, fresh) = open(&db);
+        check(&mut conn, &db, fresh).unwrap();
         drop(conn);
         // An attacker's database, moved over keel's.
         let evil = dir.path().join("evil.db");
@@ -134,18 +177,71 @@ mod tests {
         c.execute_batch("CREATE TABLE t (x)").unwrap();
         drop(c);
         std::fs::rename(&evil, &db).unwrap();
-        let (conn, fresh) = open(&db);
-        let e = check(&conn, &db, fresh).unwrap_err().to_string();
+        let (mut conn, fresh) = open(&db);
+        let e = check(&mut conn, &db, fresh).unwrap_err().to_string();
         assert!(e.contains("not the one keel wrote"), "{e}");
-        trust(&conn, &db).unwrap();
-        check(&conn, &db, false).unwrap();
+        trust(&mut conn, &db).unwrap();
+        check(&mut conn, &db, false).unwrap();
         // A copy of keel's own file (same id, other inode) is refused too.
         drop(conn);
         let copy = dir.path().join("copy.db");
         std::fs::copy(&db, &copy).unwrap();
         std::fs::rename(&copy, &db).unwrap();
-        let (conn, fresh) = open(&db);
-        let e = check(&conn, &db, fresh).unwrap_err().to_string();
+        let (mut conn, fresh) = open(&db);
+        let e = check(&mut conn, &db, fresh).unwrap_err().to_string();
         assert!(e.contains("replaced"), "{e}");
+    }
+
+    #[test]
+    fn a_first_open_that_died_before_its_commit_is_adopted_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("keel.db");
+        let (conn, _) = open(&db);
+        stored_id(&conn).unwrap();
+        // What a process leaves when it dies between its sidecar and its
+        // commit: the schema, the sidecar, no row.
+        write_sidecar(&db, "died-before-commit").unwrap();
+        let mut conn = conn;
+        check(&mut conn, &db, false).unwrap();
+        assert_eq!(stored(&db).as_deref(), Some("died-before-commit"));
+        drop(conn);
+        let (mut conn, fresh) = open(&db);
+        check(&mut conn, &db, fresh).unwrap();
+    }
+
+    #[test]
+    fn a_row_without_its_sidecar_is_still_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("keel.db");
+        let (mut conn, fresh) = open(&db);
+        check(&mut conn, &db, fresh).unwrap();
+        std::fs::remove_file(sidecar_path(&db)).unwrap();
+        let e = check(&mut conn, &db, false).unwrap_err().to_string();
+        assert!(e.contains("record of its identity is missing"), "{e}");
+    }
+
+    #[test]
+    fn processes_opening_a_new_database_at_once_agree_on_its_identity() {
+        // Each thread stands for a keel process: its own connection, all
+        // started together on a database none of them has seen.
+        for round in 0..15 {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("keel.db");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(6));
+            let opens: Vec<_> = (0..6)
+                .map(|_| {
+                    let (db, start) = (db.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        crate::store::SqliteStore::open_blocking(&db).map(drop)
+                    })
+                })
+                .collect();
+            for open in opens {
+                let opened = open.join().unwrap();
+                assert!(opened.is_ok(), "round {round}: {opened:?}");
+            }
+            crate::store::SqliteStore::open_blocking(&db).unwrap();
+        }
     }
 }

@@ -45,6 +45,29 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
+/// How long an open waits for another process's hold on a new database.
+const OPEN_BUSY_WAIT: Duration = Duration::from_secs(10);
+
+/// Puts the database in WAL mode. Switching needs the file to itself, and
+/// SQLite answers "database is locked" at once, without its busy handler,
+/// while another process is creating or switching the same file (several
+/// keel processes started together in a new home): wait and try again.
+fn use_wal(conn: &Connection) -> Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < OPEN_BUSY_WAIT =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and migrates it.
     pub async fn open(path: impl Into<PathBuf>) -> Result<Self> {
@@ -63,16 +86,16 @@ impl SqliteStore {
         }
         let existed = path.exists();
         let mut conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.busy_timeout(OPEN_BUSY_WAIT)?;
         conn.set_prepared_statement_cache_capacity(64);
         let fresh = !existed
             || conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| {
                 r.get::<_, i64>(0)
             })? == 0;
-        let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        use_wal(&conn)?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         migrate(&mut conn)?;
-        super::identity::check(&conn, path, fresh)?;
+        super::identity::check(&mut conn, path, fresh)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_path_buf(),
@@ -87,8 +110,9 @@ impl SqliteStore {
     /// Accepts the database at `path` as keel's own after a person checked
     /// it (its identity is recorded anew; see `store::identity`).
     pub fn trust_blocking(path: &Path) -> Result<()> {
-        let conn = Connection::open(path)?;
-        super::identity::trust(&conn, path)
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(OPEN_BUSY_WAIT)?;
+        super::identity::trust(&mut conn, path)
     }
 
     /// [`run`](Self::run) with `synchronous=NORMAL`: the commit goes to

@@ -506,6 +506,75 @@ async fn a_database_moved_over_keels_own_is_refused_until_trusted() {
 }
 
 #[tokio::test]
+async fn keel_processes_started_together_in_a_new_home_all_get_the_gate() {
+    // Hosts start several keel processes at once; some end at once (their
+    // stdin closed, or killed) while they open the approvals database. The
+    // database of each new home must still be keel's own for every process
+    // then and after: none may find it locked or half-made ("every tool call
+    // is denied").
+    let env = Env::new().await;
+    if env.db.is_some() {
+        return;
+    }
+    for round in 0..8u64 {
+        let home = tempfile::tempdir().unwrap();
+        let mut killed = Vec::new();
+        for _ in 0..2 {
+            let rpc = env
+                .keel()
+                .home(home.path())
+                .args(["--mode", "rpc", "--base-url", &env.mock.base_url()])
+                .args(["--model", "mock-model"])
+                .spawn()
+                .await
+                .unwrap();
+            killed.push(rpc);
+        }
+        let ended = (0..3).map(|_| {
+            env.keel()
+                .home(home.path())
+                .args(["--mode", "rpc", "--base-url", &env.mock.base_url()])
+                .args(["--model", "mock-model"])
+                .stdin("")
+                .run()
+        });
+        let modes = (0..3).map(|_| {
+            env.keel()
+                .home(home.path())
+                .args(["approvals", "mode"])
+                .run()
+        });
+        let killer = async {
+            tokio::time::sleep(std::time::Duration::from_millis(3 * round)).await;
+            // Dropping a child kills it (SIGKILL), wherever its start is.
+            drop(std::mem::take(&mut killed));
+        };
+        let (ended, modes, ()) = tokio::join!(
+            futures::future::join_all(ended),
+            futures::future::join_all(modes),
+            killer
+        );
+        for out in ended.into_iter().chain(modes) {
+            let out = out.unwrap();
+            assert!(out.status.success(), "round {round}: {}", out.stderr);
+            assert!(
+                !out.stderr.contains("approvals database"),
+                "round {round}: {}",
+                out.stderr
+            );
+        }
+        let after = env
+            .keel()
+            .home(home.path())
+            .args(["approvals", "mode"])
+            .run()
+            .await
+            .unwrap();
+        assert!(after.status.success(), "round {round}: {}", after.stderr);
+    }
+}
+
+#[tokio::test]
 async fn request_ids_are_echoed_exactly_as_sent() {
     let env = Env::new().await;
     let mut rpc = env.rpc(&[]).await;
