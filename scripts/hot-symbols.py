@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """hot-symbols.py - writes crates/cli/hot-symbols.txt, the functions a keel turn runs.
 
-usage: scripts/hot-symbols.py [--keel PATH] [--out FILE] [--peers-lib DIR]
+usage: scripts/hot-symbols.py [--keel PATH] [--build NAME] [--add] [--peers-lib DIR]
+       scripts/hot-symbols.py --check
 
 The release build links these functions first and next to each other (lld's
 --symbol-ordering-file, see crates/cli/build.rs). The kernel maps a binary's
@@ -21,8 +22,18 @@ added to the same list, after the default build's: the linker skips what a
 build does not have, and each build finds its own names in order.
 
   cargo build --release -p keel-cli --features local
-  scripts/hot-symbols.py --add           # keeps the list, appends what is new
+  scripts/hot-symbols.py --add --build local   # keeps the list, appends what is new
   (the same for --features temporal; then the default build again)
+
+A name carries a hash of its crate's build: the crate's version and
+features and those of everything below it, the toolchain and the release
+profile. Any change there renames nearly every function, the linker skips
+the whole list without a word, and the memory of a turn doubles. So the list
+has a stamp beside it (hot-symbols.stamp): for each build whose names it
+holds, a fingerprint of that build's dependency graph (`cargo tree` of
+keel-cli: every package with its version and features), the toolchain and
+the release profile. `--check` (run by CI, half a second, no build needed)
+fails when a build's fingerprint no longer matches: regenerate the list.
 
 Each scenario runs the release binary under callgrind against mock_llm.py
 (from shared/peers, or --peers-lib / KEEL_PEERS_LIB): RPC mode (get_state, a
@@ -34,15 +45,21 @@ first, then the ones only some ran; names as the linker knows them
 (mangled), sorted within each group so that the file's diffs stay readable.
 """
 import argparse
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+LIST = os.path.join(ROOT, "crates", "cli", "hot-symbols.txt")
+STAMP = os.path.join(ROOT, "crates", "cli", "hot-symbols.stamp")
+# The builds whose names the list holds, in the order they are added.
+BUILDS = {"default": [], "local": ["--features", "local"], "temporal": ["--features", "temporal"]}
 PROMPTS = ["Say hello please", "RUN: echo hi", "Say hello please"]
 TIMEOUT_S = 120
 
@@ -161,16 +178,83 @@ def defined_symbols(binary):
     return {parts[2] for parts in (ln.split() for ln in out.splitlines()) if len(parts) == 3}
 
 
+def fingerprint(build):
+    """What the mangled names of `build` follow from, hashed (see the module doc)."""
+    h = hashlib.sha256()
+    h.update(subprocess.run(["rustc", "-vV"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.encode())
+    out = subprocess.run(["cargo", "tree", "--locked", "-q", "-p", "keel-cli", "-e", "normal,build",
+                          "--prefix", "none", "-f", "{p} {f}", *BUILDS[build]],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    # A workspace crate is shown with its directory, which is not part of its name.
+    packages = {re.sub(r" \((?:/|[A-Za-z]:\\)[^)]*\)", "", ln).replace(" (*)", "").rstrip()
+                for ln in out.splitlines() if ln.strip()}
+    h.update("\n".join(sorted(packages)).encode())
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        profile = tomllib.load(f).get("profile", {}).get("release", {})
+    h.update(json.dumps(profile, sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+def read_stamp():
+    stamp = {}
+    if os.path.exists(STAMP):
+        with open(STAMP) as f:
+            for ln in f:
+                parts = ln.split()
+                if len(parts) == 2 and not ln.startswith("#"):
+                    stamp[parts[0]] = parts[1]
+    return stamp
+
+
+def write_stamp(stamp):
+    with open(STAMP, "w") as f:
+        f.write("# The builds whose functions hot-symbols.txt lists, each with a fingerprint of\n"
+                "# its dependency graph, toolchain and release profile. Written by\n"
+                "# scripts/hot-symbols.py; `scripts/hot-symbols.py --check` compares.\n")
+        for build in BUILDS:
+            if build in stamp:
+                f.write("%s %s\n" % (build, stamp[build]))
+
+
+def check():
+    """Exit 1 when a build the list should hold has changed since the list was made."""
+    stamp, stale = read_stamp(), []
+    for build in BUILDS:
+        now = fingerprint(build)
+        if stamp.get(build) != now:
+            stale.append(build)
+            print("hot-symbols: the %s build %s" % (build, "is not in the list" if build not in stamp
+                  else "has changed since the list was made (dependencies, features, toolchain "
+                       "or release profile)"), file=sys.stderr)
+    if stale:
+        print("hot-symbols: crates/cli/hot-symbols.txt is stale, so a release build links its "
+              "functions scattered and a turn takes twice the memory. Regenerate it as "
+              "scripts/hot-symbols.py says at its top (the default build, then --add --build "
+              "local, --add --build temporal).", file=sys.stderr)
+        sys.exit(1)
+    print("hot-symbols: the list is fresh for %s" % ", ".join(BUILDS), file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keel", default=os.path.join(ROOT, "target", "release", "keel"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "crates", "cli", "hot-symbols.txt"))
+    ap.add_argument("--build", choices=list(BUILDS), default="default",
+                    help="which feature set --keel was built with (default: the default one)")
     ap.add_argument("--add", action="store_true",
                     help="keep the list's names and append this build's new ones (another "
                          "feature set)")
+    ap.add_argument("--check", action="store_true",
+                    help="only say whether the list still matches every build (no build needed)")
     ap.add_argument("--peers-lib", default=os.environ.get(
         "KEEL_PEERS_LIB", os.path.join(ROOT, "..", "shared", "peers")))
     args = ap.parse_args()
+    if args.check:
+        check()
+        return
+    if args.build != "default" and not args.add:
+        raise SystemExit("--build %s goes with --add: the default build's names come first"
+                         % args.build)
     binary = os.path.realpath(args.keel)
     symbols = defined_symbols(binary)
     if not symbols:
@@ -207,17 +291,20 @@ def main():
     everywhere = set.intersection(*runs.values())
     somewhere = set.union(*runs.values()) - everywhere
     names = sorted(everywhere) + sorted(somewhere)
-    kept = []
-    if args.add and os.path.exists(args.out):
-        with open(args.out) as f:
+    kept, stamp = [], {}
+    if args.add and os.path.exists(LIST):
+        with open(LIST) as f:
             kept = [ln.strip() for ln in f if ln.strip()]
         known = set(kept)
         names = kept + [n for n in names if n not in known]
-    with open(args.out, "w") as f:
+        stamp = read_stamp()
+    stamp[args.build] = fingerprint(args.build)
+    with open(LIST, "w") as f:
         for name in names:
             f.write(name + "\n")
+    write_stamp(stamp)
     print("wrote %s: %d functions (%d of this build, %d run by every scenario)"
-          % (os.path.relpath(args.out), len(names), len(everywhere) + len(somewhere),
+          % (os.path.relpath(LIST), len(names), len(everywhere) + len(somewhere),
              len(everywhere)), file=sys.stderr)
 
 
