@@ -419,6 +419,7 @@ impl Connection {
             } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                crate::tls::ensure_provider();
                 let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
                 if let Some(var) = &bearer_token_env_var {
                     let token = std::env::var(var).map_err(|_| {

@@ -18,6 +18,7 @@ mod error;
 mod listen;
 pub mod oauth;
 mod servers;
+mod tls;
 mod tool;
 pub mod workspace;
 

@@ -210,6 +210,7 @@ fn auth_error(what: &str, e: AuthError) -> Error {
 /// A manager for `url` that keeps its tokens in `store` (metadata may name
 /// loopback or private addresses, as the server's own may).
 async fn manager(url: &str, store: FileCredentials) -> Result<AuthorizationManager> {
+    crate::tls::ensure_provider();
     let mut manager = AuthorizationManager::new_allowing_private_addresses(url)
         .await
         .map_err(|e| auth_error("the server's address", e))?;
@@ -291,6 +292,7 @@ pub async fn login(
 /// The `WWW-Authenticate` of the server's answer to an unsigned
 /// `initialize`, when it asks to sign in (401).
 async fn challenge(url: &str) -> Option<String> {
+    crate::tls::ensure_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .redirect(reqwest::redirect::Policy::none())
