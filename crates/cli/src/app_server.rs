@@ -23,7 +23,8 @@ use crate::GlobalArgs;
 use crate::config::{ModelArgs, Settings};
 use crate::model_source::CliModels;
 
-/// Flags of `keel app-server`.
+// Flags of `keel app-server`. (Plain comments on the types of subcommands:
+// see `Command` in main.rs.)
 #[derive(Debug, Clone, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct AppServerArgs {
@@ -58,8 +59,8 @@ pub struct AppServerArgs {
     pub model: ModelArgs,
 }
 
-/// `keel app-server <subcommand>`: keel's own schema of the protocol,
-/// generated from its Rust types (see docs/app-server.md).
+// `keel app-server <subcommand>`: keel's own schema of the protocol,
+// generated from its Rust types (see docs/app-server.md).
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum AppServerCommand {
     /// Write keel's JSON Schema of the protocol (draft-07) into DIR.
@@ -80,7 +81,8 @@ pub struct SchemaArgs {
     pub experimental: bool,
 }
 
-/// Auth of the `ws://` and `unix://` listeners (see docs/app-server.md).
+// Auth of the `ws://` and `unix://` listeners (see docs/app-server.md). (A
+// plain comment: see `Command` in main.rs.)
 #[derive(Debug, Clone, Args)]
 pub struct WsAuthArgs {
     /// Auth mode of ws:// and unix:// listeners (default: inferred from the flags below).

@@ -243,7 +243,8 @@ async fn nudge(_settings: &TemporalSettings, request_id: &str) {
     );
 }
 
-/// `keel worker`: runs keel's workflows until SIGTERM or SIGINT.
+// `keel worker`: runs keel's workflows until SIGTERM or SIGINT. (A plain
+// comment: see `Command` in main.rs.)
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     /// How long a killed worker's workflows wait for it before any worker

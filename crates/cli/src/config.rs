@@ -77,7 +77,8 @@ pub use compaction::CompactionSection;
 pub use mask::{mask, mask_header};
 pub use sandbox::{SandboxSection, SandboxSettings};
 
-/// Flags that pick the model and provider.
+// Flags that pick the model and provider. (A plain comment: see `Command`
+// in main.rs.)
 #[derive(Debug, Clone, Default, Args)]
 pub struct ModelArgs {
     /// Model id, as the provider knows it.

@@ -35,7 +35,8 @@ use serde_json::Value;
 use crate::approvals::ApprovalModeArg;
 use crate::exec::ExecArgs;
 
-/// The Codex options of `keel exec`.
+// The Codex options of `keel exec`. (A plain comment: see `Command` in
+// main.rs.)
 #[derive(Debug, Args, Default, Clone)]
 pub struct CodexArgs {
     /// Write Codex's `exec` JSON lines on stdout (`thread.started`,
@@ -67,7 +68,8 @@ pub struct CodexArgs {
     pub cyber_access_program: Option<String>,
 }
 
-/// `keel exec resume <id>`: as `codex exec resume`.
+// `keel exec resume <id>`: as `codex exec resume`. (A plain comment: a doc
+// comment here would become `keel exec`'s about, see `Command` in main.rs.)
 #[derive(Debug, Subcommand, Clone)]
 pub enum ExecCommand {
     /// Resume the session (thread) `id`, then run the prompt.

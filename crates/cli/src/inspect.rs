@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::GlobalArgs;
 use crate::config::{ModelArgs, Settings, mask, mask_header};
 
-/// `keel models …`.
+// `keel models …`. (A plain comment: see `Command` in main.rs.)
 #[derive(Debug, Subcommand)]
 pub enum ModelsCommand {
     /// Print the model catalogue: built-in models and `[[models]]` of config.toml.

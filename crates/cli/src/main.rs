@@ -31,7 +31,7 @@ mod turns;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 /// keel — a headless coding agent.
 #[derive(Debug, Parser)]
@@ -76,7 +76,14 @@ pub struct GlobalArgs {
     pub temporal: Option<String>,
 }
 
+// `defer`: a subcommand's arguments are built only when it is the one
+// invoked. Building every subcommand's tree (and dropping it) was a third
+// of the instructions of `keel --mode rpc`'s start. With it, a doc comment
+// on a type a variant holds (its `Args` struct, its own `Subcommand` enum)
+// would replace the variant's about when the deferred part is built: those
+// types carry plain comments (test `tests::every_subcommand_keeps_its_about`).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Run the agent once on a prompt in the current directory.
     #[command(disable_help_subcommand = true)]
@@ -122,15 +129,21 @@ enum ConfigCommand {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let subcommands: Vec<String> = Cli::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_owned())
-        .collect();
-    let names: Vec<&str> = subcommands.iter().map(String::as_str).collect();
+    // Built once, and kept for the whole process like a static: dropping
+    // the tree costs as much as a third of building it, on the way to the
+    // first response.
+    let command: &'static mut clap::Command = Box::leak(Box::new(Cli::command()));
+    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
     if claude::invoked(&argv, &names) {
         return claude_main(&argv);
     }
-    let cli = Cli::parse();
+    let parsed = command
+        .try_get_matches_from_mut(&argv)
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => e.format(command).exit(),
+    };
     let _log_guard = match logging::init(cli.global.log_file.as_deref()) {
         Ok(g) => g,
         Err(e) => {
@@ -305,4 +318,42 @@ pub(crate) fn report_error(e: &anyhow::Error) {
     let text = chain.join(": ");
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     eprintln!("keel: {}", term::safe_if(tty, &text));
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_subcommand_keeps_its_about() {
+        // Before `build`, a deferred subcommand has only what its variant
+        // set; building runs the deferred part, which must not replace it.
+        let mut command = super::Cli::command();
+        let before: Vec<_> = command
+            .get_subcommands()
+            .map(|c| (c.get_name().to_owned(), abouts(c)))
+            .collect();
+        command.build();
+        for (name, about) in before {
+            let built = command.find_subcommand(&name).unwrap();
+            assert!(about.0.is_some(), "`keel {name}` has no about");
+            assert_eq!(
+                abouts(built),
+                about,
+                "`keel {name}`'s about was replaced by a doc comment of a type it holds"
+            );
+        }
+    }
+
+    fn abouts(command: &clap::Command) -> (Option<String>, Option<String>) {
+        (
+            command.get_about().map(|a| a.to_string()),
+            command.get_long_about().map(|a| a.to_string()),
+        )
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }
