@@ -208,7 +208,8 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     let servers = runtime.clone();
     match listen {
         Listen::Stdio => {
-            keel_app_server::serve_stdio(runtime, tokio::io::stdin(), tokio::io::stdout()).await?;
+            keel_app_server::serve_stdio(runtime, crate::stdio::stdin(), crate::stdio::stdout())
+                .await?;
         }
         Listen::Off => {
             stop_signal().await?;

@@ -21,6 +21,7 @@ mod rpc;
 mod sandbox_cmd;
 mod sessions;
 mod setup;
+mod stdio;
 mod term;
 #[cfg_attr(
     not(feature = "temporal"),

@@ -193,8 +193,8 @@ pub async fn run(
         shutdown.cancel();
     });
     let served = keel_rpc::serve(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        crate::stdio::stdin(),
+        crate::stdio::stdout(),
         factory,
         options.clone(),
     )

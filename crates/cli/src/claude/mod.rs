@@ -174,7 +174,7 @@ pub async fn run(global: &GlobalArgs, args: ClaudeArgs) -> anyhow::Result<ExitCo
         Policy::new(mode, disallowed, asks_host)
             .with_checkpoints(checkpoints::Checkpoints::wanted()),
     );
-    let (sender, writer) = keel_jsonl::spawn_writer(tokio::io::stdout());
+    let (sender, writer) = keel_jsonl::spawn_writer(crate::stdio::stdout());
     let peer = Arc::new(Peer::new(sender));
     let host = HostConfig::from_args(&args)?;
     let mut driver = Driver {
@@ -242,7 +242,7 @@ impl Driver {
     async fn serve(&mut self) -> anyhow::Result<()> {
         let cancel = tokio_util::sync::CancellationToken::new();
         let (mut frames, _reader) = keel_jsonl::spawn_reader(
-            tokio::io::stdin(),
+            crate::stdio::stdin(),
             keel_jsonl::DEFAULT_MAX_FRAME_BYTES,
             cancel.clone(),
         );
