@@ -133,6 +133,31 @@ impl SqliteStore {
         .await
     }
 
+    /// A small read: on the caller's thread when the connection is free
+    /// and SQLite answers without waiting (a WAL read does not wait for
+    /// writers), sparing two thread wake-ups on the way of a turn; else
+    /// on the blocking pool, as [`run`](Self::run).
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(&mut Connection) -> Result<T> + Clone + Send + 'static,
+    {
+        if let Ok(mut conn) = self.conn.try_lock() {
+            conn.busy_timeout(Duration::ZERO)?;
+            let result = f(&mut conn);
+            conn.busy_timeout(OPEN_BUSY_WAIT)?;
+            match result {
+                Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) => {}
+                answered => return answered,
+            }
+        }
+        self.run(f).await
+    }
+
     async fn run<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -373,12 +398,13 @@ impl ApprovalStore for SqliteStore {
 
     async fn has_unreported_drafts(&self, session_id: &str) -> Result<bool> {
         let session_id = session_id.to_owned();
-        self.run(move |conn| {
+        // Asked before every model request: read on the caller's thread.
+        self.read(move |conn| {
             Ok(query_one(
                 conn,
                 "SELECT EXISTS (SELECT 1 FROM approval_requests \
                  WHERE session_id = ?1 AND delivery = 'draft' AND reported_at IS NULL)",
-                [session_id],
+                [&session_id],
                 |r| r.get::<_, bool>(0),
             )?)
         })
@@ -583,4 +609,39 @@ fn insert_audit(conn: &Connection, e: &NewAudit) -> Result<()> {
         ],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ApprovalStore;
+
+    #[tokio::test]
+    async fn a_read_waits_for_a_busy_connection_instead_of_failing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("keel.db")).await.unwrap();
+        assert!(!store.has_unreported_drafts("s").await.unwrap());
+        // Another task holds the connection: the read goes to the pool
+        // and answers once it is free.
+        let conn = Arc::clone(&store.conn);
+        let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = std::thread::spawn(move || {
+            let _guard = conn.lock().unwrap();
+            held.0.send(()).unwrap();
+            release.1.recv().unwrap();
+        });
+        held.1.recv().unwrap();
+        let read = tokio::spawn({
+            let store = store.clone();
+            async move { store.has_unreported_drafts("s").await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !read.is_finished(),
+            "answered while the connection was held"
+        );
+        release.0.send(()).unwrap();
+        assert!(!read.await.unwrap().unwrap());
+        holder.join().unwrap();
+    }
 }
