@@ -334,9 +334,11 @@ def approval_xproc(keel, c, runs, database=None):
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = {"id": None, "tool": None}
         ev = threading.Event()
+        said = []  # exec's stderr, said back when no held call shows up
 
         def err_reader():
             for line in proc.stderr:
+                said.append(line.rstrip("\n"))
                 if "apr_" in line and seen["id"] is None:
                     seen["id"] = "apr_" + line.split("apr_", 1)[1].split()[0].strip(".,;:)")
                     ev.set()
@@ -349,9 +351,17 @@ def approval_xproc(keel, c, runs, database=None):
         ts = [threading.Thread(target=err_reader, daemon=True), threading.Thread(target=out_reader, daemon=True)]
         for t in ts:
             t.start()
-        if not ev.wait(60):
+        deadline = time.monotonic() + 60
+        while not ev.wait(0.1):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                ts[0].join(2)  # what it said before it ended
+                break
+        if not ev.is_set():
+            ended = proc.poll()
             proc.kill()
-            return {"error": "keel exec did not report a held call"}
+            return {"error": "keel exec did not report a held call (%s); its stderr ended with: %s"
+                    % ("it exited with %s" % ended if ended is not None else "still running",
+                       " | ".join(said[-5:])[-600:] or "nothing")}
         time.sleep(random.uniform(0.0, 1.0))  # decide at a random phase of the waiter's re-check
         r = subprocess.run([keel, "approvals", "approve", seen["id"]], cwd=c.cwd, env=env,
                            capture_output=True, text=True, timeout=60)
