@@ -353,6 +353,15 @@ mod tests {
         }
     }
 
+    /// A runtime with no models, its home in `dir`.
+    fn runtime(dir: &std::path::Path) -> Arc<Runtime> {
+        Runtime::new(
+            AppServerConfig::new(dir.into(), dir.into()),
+            Arc::new(NoModels),
+            crate::approvals::frontend,
+        )
+    }
+
     fn connect(rt: &Runtime) -> (Arc<Connection>, tokio::sync::mpsc::Receiver<Vec<u8>>) {
         let (c, rx) = Connection::new(rt.next_connection_id(), SlowClientPolicy::Backpressure);
         c.set_caps(ClientCaps {
@@ -387,11 +396,7 @@ mod tests {
     #[tokio::test]
     async fn requests_reach_subscribers_and_late_connections_become_eligible() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(
-            AppServerConfig::new(dir.path().into(), dir.path().into()),
-            Arc::new(NoModels),
-            crate::approvals::frontend,
-        );
+        let rt = runtime(dir.path());
         let (a, mut rx_a) = connect(&rt);
         let (b, mut rx_b) = connect(&rt);
         let id = rt.broker.announce(rt.as_ref(), "apr_1", request()).await;
@@ -425,11 +430,7 @@ mod tests {
     #[tokio::test]
     async fn rows_announced_after_a_restart_are_not_live() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(
-            AppServerConfig::new(dir.path().into(), dir.path().into()),
-            Arc::new(NoModels),
-            crate::approvals::frontend,
-        );
+        let rt = runtime(dir.path());
         let (a, mut rx) = connect(&rt);
         rt.broker.send_to(&a, "apr_old", request).await;
         let old = frame(&mut rx).await["id"].as_i64().unwrap();
@@ -461,11 +462,7 @@ mod tests {
     #[tokio::test]
     async fn questions_are_answered_once_and_end_with_their_last_connection() {
         let dir = tempfile::tempdir().unwrap();
-        let rt = Runtime::new(
-            AppServerConfig::new(dir.path().into(), dir.path().into()),
-            Arc::new(NoModels),
-            crate::approvals::frontend,
-        );
+        let rt = runtime(dir.path());
         let (a, mut rx_a) = connect(&rt);
         let (b, mut rx_b) = connect(&rt);
         let (id, reply) = rt.broker.ask(rt.as_ref(), question()).await.unwrap();

@@ -299,14 +299,12 @@ impl Connection {
                 None,
             ),
         };
-        let refused = match Self::connect(name, config, env.clone(), changed.clone(), first).await {
-            Ok(conn) => return Ok(conn),
-            Err(a) => match (a.refused, then) {
-                (true, Some(then)) => (a.error, then),
-                _ => return Err(a.error),
-            },
+        let tried = Self::connect(name, config, env.clone(), changed.clone(), first).await;
+        let (first_error, then) = match (tried, then) {
+            (Ok(conn), _) => return Ok(conn),
+            (Err(a), Some(then)) if a.refused => (a.error, then),
+            (Err(a), _) => return Err(a.error),
         };
-        let (first_error, then) = refused;
         tracing::debug!(server = name, error = %first_error, "the server refused `initialize`; trying `server/discover` (MCP 2026-07-28)");
         Self::connect(name, config, env, changed, then)
             .await
