@@ -107,38 +107,53 @@ pub fn check(conn: &mut Connection, db: &Path, fresh: bool) -> Result<()> {
     let sidecar = read_sidecar(db)?;
     let meta = std::fs::metadata(db)?;
     let same_file = |s: &Sidecar| s.dev == meta.dev() && s.ino == meta.ino();
-    let adopt = match (&id, &sidecar) {
-        // New, or written before identities existed (adopted once).
-        (None, _) if fresh => Some(uuid::Uuid::now_v7().simple().to_string()),
-        (None, None) => Some(uuid::Uuid::now_v7().simple().to_string()),
+    match (&id, &sidecar) {
+        // New (a sidecar left by a deleted database is replaced), or
+        // written before identities existed (adopted once).
+        (None, None) => record(&tx, db, &new_id())?,
+        (None, Some(_)) if fresh => record(&tx, db, &new_id())?,
         // The process that wrote this sidecar died before its commit.
-        (None, Some(s)) if same_file(s) => Some(s.id.clone()),
-        _ => None,
-    };
-    if let Some(new) = adopt {
-        record(&tx, db, &new)?;
-        tx.commit()?;
-        return Ok(());
+        (None, Some(s)) if same_file(s) => record(&tx, db, &s.id)?,
+        (Some(id), Some(s)) if *id == s.id && same_file(s) => {}
+        (Some(id), Some(s)) => {
+            return Err(refused(
+                db,
+                if *id == s.id {
+                    "the file was replaced (another inode)"
+                } else {
+                    "its identity differs from the one keel recorded"
+                },
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(refused(
+                db,
+                "it has no identity, but keel recorded one for another file",
+            ));
+        }
+        (Some(_), None) => return Err(refused(db, "keel's record of its identity is missing")),
     }
     tx.commit()?;
-    let why = match (&id, &sidecar) {
-        (Some(id), Some(s)) if *id == s.id && same_file(s) => return Ok(()),
-        (Some(id), Some(s)) if *id == s.id => "the file was replaced (another inode)",
-        (Some(_), Some(_)) => "its identity differs from the one keel recorded",
-        (None, Some(_)) => "it has no identity, but keel recorded one for another file",
-        (Some(_), None) => "keel's record of its identity is missing",
-        (None, None) => "it has no identity",
-    };
-    Err(Error::Config(format!(
+    Ok(())
+}
+
+fn new_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// The error of a database that is not keel's own (the gate denies every
+/// call with it).
+fn refused(db: &Path, why: &str) -> Error {
+    Error::Config(format!(
         "the approvals database {} is not the one keel wrote: {why}; every tool call is denied until a person checks it and runs `keel approvals trust-store`",
         db.display()
-    )))
+    ))
 }
 
 /// Accepts the database at `db` as keel's own: records its identity anew.
 pub fn trust(conn: &mut Connection, db: &Path) -> Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let id = stored_id(&tx)?.unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    let id = stored_id(&tx)?.unwrap_or_else(new_id);
     record(&tx, db, &id)?;
     tx.commit()?;
     Ok(())

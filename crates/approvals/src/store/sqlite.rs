@@ -57,15 +57,21 @@ fn use_wal(conn: &Connection) -> Result<()> {
     loop {
         match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
             Ok(_) => return Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && started.elapsed() < OPEN_BUSY_WAIT =>
-            {
+            Err(e) if is_busy(&e) && started.elapsed() < OPEN_BUSY_WAIT => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// SQLite's "another connection holds the file" (busy or locked).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 impl SqliteStore {
@@ -140,18 +146,14 @@ impl SqliteStore {
     async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: Fn(&mut Connection) -> Result<T> + Clone + Send + 'static,
+        F: Fn(&mut Connection) -> Result<T> + Send + 'static,
     {
         if let Ok(mut conn) = self.conn.try_lock() {
             conn.busy_timeout(Duration::ZERO)?;
             let result = f(&mut conn);
             conn.busy_timeout(OPEN_BUSY_WAIT)?;
             match result {
-                Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)))
-                    if matches!(
-                        e.code,
-                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                    ) => {}
+                Err(Error::Sqlite(e)) if is_busy(&e) => {}
                 answered => return answered,
             }
         }
