@@ -52,6 +52,12 @@ fn kind_of(fd: BorrowedFd<'_>) -> (Kind, Option<(u64, u64)>) {
     (kind, Some((meta.dev(), meta.ino())))
 }
 
+/// Whether `a` and `b` are the same pipe, socket or file (`2>&1`).
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    let (_, a) = kind_of(a);
+    a.is_some() && a == kind_of(b).1
+}
+
 fn blocking_wanted() -> bool {
     std::env::var_os("KEEL_BLOCKING_STDIO").is_some_and(|v| v != "0")
 }
@@ -70,127 +76,133 @@ fn socket(fd: OwnedFd) -> io::Result<UnixStream> {
     UnixStream::from_std(std)
 }
 
-/// The process's stdin, for reading lines of a protocol.
+/// A standard stream: read or written through the reactor (a pipe, `P`, or
+/// a socket), or tokio's blocking stdio (`B`).
 #[derive(Debug)]
-pub enum Input {
-    Pipe(pipe::Receiver),
+pub enum Stdio<P: AsFd, B> {
+    Pipe(P),
     Socket(UnixStream),
-    Blocking(tokio::io::Stdin),
+    Blocking(B),
+}
+
+/// The process's stdin, for reading lines of a protocol.
+pub type Input = Stdio<pipe::Receiver, tokio::io::Stdin>;
+/// The process's stdout, for writing frames of a protocol.
+pub type Output = Stdio<pipe::Sender, tokio::io::Stdout>;
+
+impl<P: AsFd, B> Stdio<P, B> {
+    /// `fd` through the reactor when it is a pipe or a socket and `shared`
+    /// is false, else `blocking()`. Must be called within the runtime.
+    fn open(
+        name: &str,
+        fd: BorrowedFd<'_>,
+        shared: bool,
+        pipe: fn(OwnedFd) -> io::Result<P>,
+        blocking: fn() -> B,
+    ) -> Self {
+        let (kind, _) = kind_of(fd);
+        if blocking_wanted() || shared {
+            return Stdio::Blocking(blocking());
+        }
+        let opened = match kind {
+            Kind::Pipe => fd.try_clone_to_owned().and_then(pipe).map(Stdio::Pipe),
+            Kind::Socket => fd.try_clone_to_owned().and_then(socket).map(Stdio::Socket),
+            Kind::Other => return Stdio::Blocking(blocking()),
+        };
+        opened.unwrap_or_else(|e| {
+            tracing::debug!("{name} stays blocking: {e}");
+            Stdio::Blocking(blocking())
+        })
+    }
 }
 
 /// Stdin, non-blocking on the runtime when it is a pipe or a socket. Must
 /// be called within the runtime.
 pub fn stdin() -> Input {
     let stdin = io::stdin();
-    let (kind, _) = kind_of(stdin.as_fd());
-    if blocking_wanted() || kind == Kind::Other {
-        return Input::Blocking(tokio::io::stdin());
-    }
-    let opened = stdin
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(|fd| match kind {
-            Kind::Pipe => pipe::Receiver::from_owned_fd(fd).map(Input::Pipe),
-            Kind::Socket | Kind::Other => socket(fd).map(Input::Socket),
-        });
-    opened.unwrap_or_else(|e| {
-        tracing::debug!("stdin stays blocking: {e}");
-        Input::Blocking(tokio::io::stdin())
-    })
-}
-
-impl Drop for Input {
-    fn drop(&mut self) {
-        match self {
-            Input::Pipe(p) => restore_blocking(p.as_fd()),
-            Input::Socket(s) => restore_blocking(s.as_fd()),
-            Input::Blocking(_) => {}
-        }
-    }
-}
-
-impl AsyncRead for Input {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Input::Pipe(p) => Pin::new(p).poll_read(cx, buf),
-            Input::Socket(s) => Pin::new(s).poll_read(cx, buf),
-            Input::Blocking(b) => Pin::new(b).poll_read(cx, buf),
-        }
-    }
-}
-
-/// The process's stdout, for writing frames of a protocol.
-#[derive(Debug)]
-pub enum Output {
-    Pipe(pipe::Sender),
-    Socket(UnixStream),
-    Blocking(tokio::io::Stdout),
+    Stdio::open(
+        "stdin",
+        stdin.as_fd(),
+        false,
+        pipe::Receiver::from_owned_fd,
+        tokio::io::stdin,
+    )
 }
 
 /// Stdout, non-blocking on the runtime when it is a pipe or a socket that
 /// stderr does not share. Must be called within the runtime.
 pub fn stdout() -> Output {
     let stdout = io::stdout();
-    let (kind, id) = kind_of(stdout.as_fd());
-    let (_, stderr_id) = kind_of(io::stderr().as_fd());
-    if blocking_wanted() || kind == Kind::Other || (id.is_some() && id == stderr_id) {
-        return Output::Blocking(tokio::io::stdout());
-    }
-    let opened = stdout
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(|fd| match kind {
-            Kind::Pipe => pipe::Sender::from_owned_fd(fd).map(Output::Pipe),
-            Kind::Socket | Kind::Other => socket(fd).map(Output::Socket),
-        });
-    opened.unwrap_or_else(|e| {
-        tracing::debug!("stdout stays blocking: {e}");
-        Output::Blocking(tokio::io::stdout())
-    })
+    let shared = same_file(stdout.as_fd(), io::stderr().as_fd());
+    Stdio::open(
+        "stdout",
+        stdout.as_fd(),
+        shared,
+        pipe::Sender::from_owned_fd,
+        tokio::io::stdout,
+    )
 }
 
-impl Drop for Output {
+impl<P: AsFd, B> Drop for Stdio<P, B> {
     fn drop(&mut self) {
         match self {
-            Output::Pipe(p) => restore_blocking(p.as_fd()),
-            Output::Socket(s) => restore_blocking(s.as_fd()),
-            Output::Blocking(_) => {}
+            Stdio::Pipe(p) => restore_blocking(p.as_fd()),
+            Stdio::Socket(s) => restore_blocking(s.as_fd()),
+            Stdio::Blocking(_) => {}
         }
     }
 }
 
-impl AsyncWrite for Output {
+impl<P, B> AsyncRead for Stdio<P, B>
+where
+    P: AsFd + AsyncRead + Unpin,
+    B: AsyncRead + Unpin,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stdio::Pipe(p) => Pin::new(p).poll_read(cx, buf),
+            Stdio::Socket(s) => Pin::new(s).poll_read(cx, buf),
+            Stdio::Blocking(b) => Pin::new(b).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<P, B> AsyncWrite for Stdio<P, B>
+where
+    P: AsFd + AsyncWrite + Unpin,
+    B: AsyncWrite + Unpin,
+{
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Output::Pipe(p) => Pin::new(p).poll_write(cx, buf),
-            Output::Socket(s) => Pin::new(s).poll_write(cx, buf),
-            Output::Blocking(b) => Pin::new(b).poll_write(cx, buf),
+            Stdio::Pipe(p) => Pin::new(p).poll_write(cx, buf),
+            Stdio::Socket(s) => Pin::new(s).poll_write(cx, buf),
+            Stdio::Blocking(b) => Pin::new(b).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Output::Pipe(p) => Pin::new(p).poll_flush(cx),
-            Output::Socket(s) => Pin::new(s).poll_flush(cx),
-            Output::Blocking(b) => Pin::new(b).poll_flush(cx),
+            Stdio::Pipe(p) => Pin::new(p).poll_flush(cx),
+            Stdio::Socket(s) => Pin::new(s).poll_flush(cx),
+            Stdio::Blocking(b) => Pin::new(b).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Output::Pipe(p) => Pin::new(p).poll_shutdown(cx),
+            Stdio::Pipe(p) => Pin::new(p).poll_shutdown(cx),
             // Shutting a socket down would end the host's reading of the
             // other half too when stdin is the same socket: only flush.
-            Output::Socket(s) => Pin::new(s).poll_flush(cx),
-            Output::Blocking(b) => Pin::new(b).poll_shutdown(cx),
+            Stdio::Socket(s) => Pin::new(s).poll_flush(cx),
+            Stdio::Blocking(b) => Pin::new(b).poll_shutdown(cx),
         }
     }
 
@@ -200,17 +212,17 @@ impl AsyncWrite for Output {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Output::Pipe(p) => Pin::new(p).poll_write_vectored(cx, bufs),
-            Output::Socket(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Output::Blocking(b) => Pin::new(b).poll_write_vectored(cx, bufs),
+            Stdio::Pipe(p) => Pin::new(p).poll_write_vectored(cx, bufs),
+            Stdio::Socket(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stdio::Blocking(b) => Pin::new(b).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
-            Output::Pipe(p) => p.is_write_vectored(),
-            Output::Socket(s) => s.is_write_vectored(),
-            Output::Blocking(b) => b.is_write_vectored(),
+            Stdio::Pipe(p) => p.is_write_vectored(),
+            Stdio::Socket(s) => s.is_write_vectored(),
+            Stdio::Blocking(b) => b.is_write_vectored(),
         }
     }
 }
@@ -228,8 +240,8 @@ mod tests {
     #[tokio::test]
     async fn a_pipe_is_read_and_written_on_the_runtime_and_left_blocking() {
         let (read_end, write_end) = nix::unistd::pipe().unwrap();
-        let mut output = Output::Pipe(pipe::Sender::from_owned_fd(write_end).unwrap());
-        let mut input = Input::Pipe(pipe::Receiver::from_owned_fd(read_end).unwrap());
+        let mut output: Output = Stdio::Pipe(pipe::Sender::from_owned_fd(write_end).unwrap());
+        let mut input: Input = Stdio::Pipe(pipe::Receiver::from_owned_fd(read_end).unwrap());
         // More than a pipe holds: the write waits for the reader, on one thread.
         let frame = vec![b'x'; 200 * 1024];
         let (wrote, read) = tokio::join!(
@@ -246,7 +258,7 @@ mod tests {
         );
         let (input, got) = read;
         assert_eq!(got, frame);
-        let Output::Pipe(sender) = &wrote else {
+        let Stdio::Pipe(sender) = &wrote else {
             unreachable!()
         };
         let dup = sender.as_fd().try_clone_to_owned().unwrap();
@@ -256,12 +268,35 @@ mod tests {
         drop(input);
     }
 
+    #[test]
+    fn stderr_on_the_same_pipe_is_told_apart_from_another_pipe() {
+        let (_read_end, write_end) = nix::unistd::pipe().unwrap();
+        let dup = write_end.try_clone().unwrap();
+        let (_other_read, other) = nix::unistd::pipe().unwrap();
+        assert!(same_file(write_end.as_fd(), dup.as_fd()));
+        assert!(!same_file(write_end.as_fd(), other.as_fd()));
+    }
+
+    #[tokio::test]
+    async fn a_write_to_a_pipe_nobody_reads_any_more_fails_instead_of_waiting() {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        let mut output: Output = Stdio::Pipe(pipe::Sender::from_owned_fd(write_end).unwrap());
+        drop(read_end);
+        let written = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            output.write_all(&[b'x'; 100 * 1024]),
+        )
+        .await
+        .expect("the write waited on a dead reader");
+        assert_eq!(written.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
     #[tokio::test]
     async fn a_socket_is_used_both_ways() {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = OwnedFd::from(ours);
-        let mut output = Output::Socket(socket(fd.try_clone().unwrap()).unwrap());
-        let mut input = Input::Socket(socket(fd).unwrap());
+        let mut output: Output = Stdio::Socket(socket(fd.try_clone().unwrap()).unwrap());
+        let mut input: Input = Stdio::Socket(socket(fd).unwrap());
         let mut theirs = UnixStream::from_std({
             theirs.set_nonblocking(true).unwrap();
             theirs
