@@ -183,9 +183,13 @@ def fingerprint(build):
     h = hashlib.sha256()
     h.update(subprocess.run(["rustc", "-vV"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.encode())
-    out = subprocess.run(["cargo", "tree", "--locked", "-q", "-p", "keel-cli", "-e", "normal,build",
-                          "--prefix", "none", "-f", "{p} {f}", *BUILDS[build]],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    tree = subprocess.run(["cargo", "tree", "--locked", "-q", "-p", "keel-cli", "-e", "normal,build",
+                           "--prefix", "none", "-f", "{p} {f}", *BUILDS[build]],
+                          cwd=ROOT, capture_output=True, text=True)
+    if tree.returncode != 0:
+        raise SystemExit("hot-symbols: cannot read the %s build's dependencies (`cargo tree` "
+                         "failed): %s" % (build, tree.stderr.strip()[-500:]))
+    out = tree.stdout
     # A workspace crate is shown with its directory, which is not part of its name.
     packages = {re.sub(r" \((?:/|[A-Za-z]:\\)[^)]*\)", "", ln).replace(" (*)", "").rstrip()
                 for ln in out.splitlines() if ln.strip()}
