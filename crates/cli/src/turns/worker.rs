@@ -24,8 +24,11 @@
 //! was taken back by the server, or the worker drains past its grace) it
 //! leaves the run where it is, like a crash but at once, and reports an
 //! error so the next try starts. Failures of the store or the model's
-//! setup are errors too (the activity is tried again, on any worker); a
-//! run that ends badly is an outcome. It must not know Temporal.
+//! setup are errors too (the activity is tried again, on any worker), and
+//! a try that fails mid-run leaves it the same way: nothing its stopping
+//! would write (an aborted answer) reaches the session for the next try
+//! to take as the model's. A run that ends badly is an outcome. It must
+//! not know Temporal.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -186,11 +189,71 @@ impl WorkerTurns {
             records_tx,
         };
         let (mut session, writer, engine) = self.open(turn, attempt, &cwd, &sink).await?;
-        self.close_dead_try(&mut sink, turn.log_from, engine.as_ref())
-            .await?;
+        let ended = match self
+            .run_session(turn, stop, &mut sink, &mut session, engine.as_ref())
+            .await
+        {
+            Ok(Ended::Run(outcome)) => outcome,
+            Ok(Ended::Left) => {
+                abandon(&writer, session).await;
+                bail!(
+                    "this try stopped (the worker drains, or the server took the turn back); another goes on with the turn"
+                );
+            }
+            Err(e) => {
+                abandon(&writer, session).await;
+                return Err(e);
+            }
+        };
+        session.shutdown().await;
+        // The gate's last records, after the run's events.
+        let mut rest = Vec::new();
+        while let Ok(record) = sink.records.try_recv() {
+            rest.push(record);
+        }
+        sink.append(&rest).await?;
+        writer.close().await.context("cannot save the session")?;
+        // What earlier turns logged is in the session now; this turn's
+        // events stay for the front-ends still reading them.
+        if let Err(e) = sink
+            .log
+            .forget_before(&turn.session_id, turn.log_from, self.keep_events)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot forget the earlier turns' events");
+        }
+        let (status, error) = match ended {
+            Outcome::Done => ("done", None),
+            Outcome::Aborted => ("aborted", None),
+            Outcome::Failed(reason) => ("failed", Some(reason)),
+        };
+        Ok(TurnOutcome {
+            status: status.to_owned(),
+            error,
+            last_seq: sink
+                .log
+                .last_seq(&turn.session_id)
+                .await?
+                .max(sink.last_seq),
+        })
+    }
+
+    /// Runs a try's opened session: closes what a dead try left open,
+    /// resumes a cut-off turn, sends the prompt or answers what is owed.
+    /// An error leaves the session running: the caller
+    /// [`abandon`]s it.
+    async fn run_session(
+        &self,
+        turn: &TurnInput,
+        stop: CancellationToken,
+        sink: &mut Sink,
+        session: &mut Session,
+        engine: Option<&ApprovalEngine>,
+    ) -> anyhow::Result<Ended> {
+        self.close_dead_try(sink, turn.log_from, engine).await?;
         // No prompt: the turn goes on with what the session holds.
         let prompt_done = turn.prompt.is_none()
-            || prompt_stored(&session_tree(&session), turn.base_leaf.as_deref());
+            || prompt_stored(&session_tree(session), turn.base_leaf.as_deref());
         let handle = session.handle();
         let mut ended = Ended::Run(Outcome::Done);
         // Both tasks below end when the try does (the guards cancel them).
@@ -211,26 +274,26 @@ impl WorkerTurns {
         }
         let resumed = handle.resume_interrupted().await?;
         let mut driving = Driving {
-            sink: &mut sink,
+            sink,
             cancel: &interrupted,
             leave: &leave,
         };
         if resumed {
-            ended = driving.drive(&mut session).await?;
+            ended = driving.drive(session).await?;
         }
         if matches!(ended, Ended::Run(Outcome::Done)) {
             if let (false, Some(prompt)) = (prompt_done, &turn.prompt) {
                 session
                     .submit(Op::Prompt(UserInput::text(prompt.clone())))
                     .await?;
-                ended = driving.drive(&mut session).await?;
+                ended = driving.drive(session).await?;
             } else if !resumed && handle.answer_pending().await? {
-                ended = driving.drive(&mut session).await?;
+                ended = driving.drive(session).await?;
             } else if !resumed && turn.prompt.is_some() {
                 // A later try of a prompt's turn with nothing left to do:
                 // the prompt is stored and answered. Said, with what the
                 // session holds, for a look should it have been otherwise.
-                let tree = session_tree(&session);
+                let tree = session_tree(session);
                 let branch = tree.branch();
                 let base_found = turn
                     .base_leaf
@@ -242,7 +305,7 @@ impl WorkerTurns {
                 });
                 tracing::info!(
                     session = %turn.session_id,
-                    attempt,
+                    attempt = sink.attempt,
                     base_found,
                     last_message = ?last,
                     entries = branch.len(),
@@ -250,51 +313,7 @@ impl WorkerTurns {
                 );
             }
         }
-        if matches!(ended, Ended::Left) {
-            // As after a crash, but at once: the log is closed first, so
-            // stopping the run stores nothing (a held call stays pending,
-            // a running command is killed); the next try goes on from the
-            // session.
-            if let Err(e) = writer.close().await {
-                tracing::warn!(error = %e, "closing the session of a try that leaves");
-            }
-            session.shutdown().await;
-            bail!(
-                "this try stopped (the worker drains, or the server took the turn back); another goes on with the turn"
-            );
-        }
-        session.shutdown().await;
-        // The gate's last records, after the run's events.
-        let mut rest = Vec::new();
-        while let Ok(record) = sink.records.try_recv() {
-            rest.push(record);
-        }
-        sink.append(&rest).await?;
-        writer.close().await.context("cannot save the session")?;
-        // What earlier turns logged is in the session now; this turn's
-        // events stay for the front-ends still reading them.
-        if let Err(e) = sink
-            .log
-            .forget_before(&turn.session_id, turn.log_from, self.keep_events)
-            .await
-        {
-            tracing::warn!(error = %e, "cannot forget the earlier turns' events");
-        }
-        let (status, error) = match ended {
-            Ended::Run(Outcome::Done) => ("done", None),
-            Ended::Run(Outcome::Aborted) => ("aborted", None),
-            Ended::Run(Outcome::Failed(reason)) => ("failed", Some(reason)),
-            Ended::Left => ("failed", Some("the worker left".to_owned())),
-        };
-        Ok(TurnOutcome {
-            status: status.to_owned(),
-            error,
-            last_seq: sink
-                .log
-                .last_seq(&turn.session_id)
-                .await?
-                .max(sink.last_seq),
-        })
+        Ok(ended)
     }
 
     /// Fires when a front-end asks to interrupt `turn` (an
@@ -472,6 +491,18 @@ impl WorkerTurns {
         ));
         Ok((session, writer, engine))
     }
+}
+
+/// Stops a try's session as a crash would, but at once: the writer is
+/// closed first, so stopping the run stores nothing. A run cut off here
+/// leaves no aborted answer that a later try would take for the model's;
+/// a held call stays pending, a running command is killed, and the next
+/// try goes on from what the session held.
+async fn abandon(writer: &keel_session_store::SessionWriter, session: Session) {
+    if let Err(e) = writer.close().await {
+        tracing::warn!(error = %e, "closing the session of a try that stops");
+    }
+    session.shutdown().await;
 }
 
 /// The names of the tools a worker's session has of its own.

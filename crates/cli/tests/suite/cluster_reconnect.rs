@@ -7,8 +7,9 @@
 //! worker: the worker's call ends once the front-end has been silent a
 //! while, as a call that may or may not have happened, and the turn goes
 //! on; a slow host tool on a live front-end is waited for, and so is one
-//! whose answer comes while the database is away. Built only
-//! with the `temporal` feature.
+//! whose answer comes while the database is away. A worker's try that
+//! fails while the model answers (the database went away) leaves the
+//! answer to the next try. Built only with the `temporal` feature.
 
 #[cfg(feature = "temporal")]
 mod reconnect {
@@ -17,7 +18,7 @@ mod reconnect {
     use keel_test_support::{KeelChild, MockResponse, tool_call};
     use serde_json::{Value, json};
 
-    use crate::suite::cluster::durable::{deploy_turn, kill9};
+    use crate::suite::cluster::durable::{HANG, deploy_turn, kill9};
     use crate::suite::cluster_front_ends::front_ends::{Machines, finished, machines};
     use crate::suite::cluster_turns::on_workers::{rpc_front_end, turn_worker};
     use crate::suite::rpc::host::{answer_echo, echo_tool};
@@ -244,6 +245,60 @@ mod reconnect {
         let heard = m.mock.last_request().unwrap().body["messages"].to_string();
         assert!(heard.contains("host says: hello"), "{heard}");
         assert_eq!(heard.matches("host says: hello").count(), 1, "{heard}");
+        assert_eq!(m.mock.request_count(), 2);
+        finished(a).await;
+    }
+
+    /// The database goes away while the model answers a worker's turn, so
+    /// the try fails when it appends the answer to the log. What the
+    /// failed try's stopping would write (an aborted answer) never reaches
+    /// the session: the next try, once the database is back, asks the
+    /// model again, and the session holds the prompt and that answer.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_try_that_fails_while_the_model_answers_leaves_the_answer_to_the_next() {
+        let Some(mut m) = machines(2).await else {
+            return;
+        };
+        let mut worker = turn_worker(&m.c, &m.mock, m.homes[0].path(), &[]).await;
+        let mut a = rpc_front_end(&m.c, &m.mock, m.homes[1].path(), m.ws.path(), &[]).await;
+        m.mock.push_all([
+            MockResponse::text("lost with its try").delay_headers(Duration::from_secs(2)),
+            MockResponse::text("the answer"),
+        ]);
+        a.send(json!({"type": "prompt", "message": "hello"})).await;
+        let asked = async {
+            while m.mock.request_count() < 1 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(HANG, asked)
+            .await
+            .expect("the worker never asked the model");
+        m.c.pg.crash().await;
+        worker
+            .wait_for_stderr(HANG, |l| l.contains("the turn's try failed"))
+            .await
+            .unwrap();
+        // The stopped try's writer, had it been left open, would store its
+        // aborted answer as soon as the database is back.
+        m.c.pg.restart().await;
+        until_settled(&mut a).await;
+        let messages = a.ok(json!({"type": "get_messages"})).await;
+        let said: Vec<(String, String)> = messages["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let text = m["content"][0]["text"].as_str().unwrap_or_default();
+                (m["role"].as_str().unwrap().to_owned(), text.to_owned())
+            })
+            .collect();
+        let said: Vec<(&str, &str)> = said.iter().map(|(r, t)| (r.as_str(), t.as_str())).collect();
+        assert_eq!(
+            said,
+            [("user", "hello"), ("assistant", "the answer")],
+            "{messages:#}"
+        );
         assert_eq!(m.mock.request_count(), 2);
         finished(a).await;
     }
