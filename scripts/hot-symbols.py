@@ -25,6 +25,12 @@ build does not have, and each build finds its own names in order.
   scripts/hot-symbols.py --add --build local   # keeps the list, appends what is new
   (the same for --features temporal; then the default build again)
 
+Making the default build's names again (without --add) keeps the names of
+the other builds (those the default binary does not have) after them, with
+their stamps: after a change of keel's own code (a new generic, a renamed
+function: the stamp does not see those) only the default build needs
+running again.
+
 A name carries a hash of its crate's build: the crate's version and
 features and those of everything below it, the toolchain and the release
 profile. Any change there renames nearly every function, the linker skips
@@ -296,12 +302,22 @@ def main():
     somewhere = set.union(*runs.values()) - everywhere
     names = sorted(everywhere) + sorted(somewhere)
     kept, stamp = [], {}
-    if args.add and os.path.exists(LIST):
+    if os.path.exists(LIST):
         with open(LIST) as f:
             kept = [ln.strip() for ln in f if ln.strip()]
+    if args.add and kept:
         known = set(kept)
         names = kept + [n for n in names if n not in known]
         stamp = read_stamp()
+    elif kept:
+        # The default build's names made again: those of other builds (the
+        # names this binary does not have) stay after them, with their
+        # stamps, so that refreshing the default build after a change of
+        # keel's own code does not need the other builds rebuilt.
+        fresh = set(names)
+        others = [n for n in kept if n not in symbols and n not in fresh]
+        names = names + others
+        stamp = {b: f for b, f in read_stamp().items() if b != "default"} if others else {}
     stamp[args.build] = fingerprint(args.build)
     with open(LIST, "w") as f:
         for name in names:
