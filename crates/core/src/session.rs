@@ -703,14 +703,19 @@ struct CurrentRun {
 /// Starts a run: what became of the session's drafts goes to the model
 /// first (as context ahead of the prompt), then the run proper. A resumed
 /// turn leaves the notes for the next prompt (nothing may come between
-/// tool calls and their results).
+/// tool calls and their results). A session that never called a tool has
+/// no drafts: its turns do not wait for the approvals store on their way
+/// to the model.
 async fn start_run(ctx: RunCtx, start: Start, cancel: CancellationToken) {
     if let Some(elsewhere) = ctx.deps.elsewhere.clone() {
         crate::elsewhere::run(ctx, start, cancel, elsewhere).await;
         return;
     }
-    if matches!(start, Start::Prompt(_)) {
-        let session_id = lock(&ctx.shared).config.session_id.clone();
+    let drafts = {
+        let s = lock(&ctx.shared);
+        s.tree.has_tool_calls().then(|| s.config.session_id.clone())
+    };
+    if let (Start::Prompt(_), Some(session_id)) = (&start, drafts) {
         let notes = ctx.deps.gate.take_notes(&session_id).await;
         if !notes.is_empty() {
             lock(&ctx.shared)

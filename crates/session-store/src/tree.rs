@@ -202,6 +202,19 @@ fn build_context(branch: &[&Entry]) -> Context {
     ctx
 }
 
+/// Whether `entry` is an assistant message that calls tools.
+fn calls_tools(entry: &Entry) -> bool {
+    match &entry.body {
+        EntryBody::Message {
+            message: Message::Assistant(a),
+        } => a
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolCall { .. })),
+        _ => false,
+    }
+}
+
 /// Every entry of a session, linked into a tree, and the leaf.
 #[derive(Debug, Clone, Default)]
 pub struct SessionTree {
@@ -215,6 +228,8 @@ pub struct SessionTree {
     /// follows the one before it, ids unique): the branch to any of them
     /// is known without a walk.
     linear: usize,
+    /// Some entry is an assistant message that calls tools.
+    tool_calls: bool,
 }
 
 impl SessionTree {
@@ -228,12 +243,14 @@ impl SessionTree {
         for (i, e) in entries.iter().enumerate() {
             index.insert(&e.id, i);
         }
+        let tool_calls = entries.iter().any(calls_tools);
         Self {
             entries,
             index,
             skipped,
             leaf,
             linear: 0,
+            tool_calls,
         }
     }
 
@@ -249,18 +266,28 @@ impl SessionTree {
         linear: usize,
     ) -> Self {
         let linear = linear.min(entries.len());
+        let tool_calls = entries.iter().any(calls_tools);
         Self {
             entries,
             index,
             skipped,
             leaf,
             linear,
+            tool_calls,
         }
     }
 
     /// Every entry, in the order they were added.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Whether any entry, on any branch, is an assistant message that
+    /// calls tools (once one was added, even if it was replaced since). A
+    /// session without one has had no call of its own held, so none of its
+    /// drafts can wait for an answer.
+    pub fn has_tool_calls(&self) -> bool {
+        self.tool_calls
     }
 
     /// The entry the next one will follow.
@@ -282,6 +309,7 @@ impl SessionTree {
     /// moves the leaf to it.
     pub fn push(&mut self, entry: Entry) {
         self.leaf = Some(entry.id.clone());
+        self.tool_calls |= calls_tools(&entry);
         match self.index.get(&entry.id) {
             Some(i) => {
                 // The chain may break at the replaced entry.
@@ -472,6 +500,33 @@ mod tests {
             (None, 4, 0)
         );
         assert_eq!(ctx.compaction.as_ref().unwrap().summary, "S1");
+    }
+
+    #[test]
+    fn tool_calls_are_noticed_on_any_branch_loaded_or_pushed() {
+        // The helper's assistant message calls `bash`; this one only talks.
+        let talking = || {
+            let Message::Assistant(mut a) = assistant("two") else {
+                unreachable!()
+            };
+            a.content
+                .retain(|b| !matches!(b, ContentBlock::ToolCall { .. }));
+            Message::Assistant(a)
+        };
+        let calling = || assistant("let me look");
+        let text_only = vec![
+            entry("u1", None, msg(user("one"))),
+            entry("a1", Some("u1"), msg(talking())),
+        ];
+        let mut tree = SessionTree::new(text_only.clone(), HashMap::new(), Some("a1".into()));
+        assert!(!tree.has_tool_calls());
+        tree.push(entry("a2", Some("u1"), msg(calling())));
+        assert!(tree.has_tool_calls());
+        // On a branch that is not the active one, from the file.
+        let mut entries = text_only;
+        entries.insert(1, entry("a0", Some("u1"), msg(calling())));
+        let tree = SessionTree::new(entries, HashMap::new(), Some("a1".into()));
+        assert!(tree.has_tool_calls());
     }
 
     #[test]

@@ -370,6 +370,45 @@ async fn unattended_calls_become_drafts_and_their_outcome_is_told_next_run() {
     assert!(a.gate.take_notes("s1").await.is_empty());
 }
 
+/// A session that never called a tool has no drafts: its text turns do
+/// not wait for the approvals store (here one that never opens). Its first
+/// tool call does, and is denied once the store is found missing.
+#[tokio::test]
+async fn text_turns_do_not_wait_for_the_approvals_store() {
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel::<()>();
+    let gate = Arc::new(EngineGate::lazy(async move {
+        let _ = opened_rx.await;
+        Err("the store was never there".to_owned())
+    }));
+    let tool = FakeTool::new("bash", false);
+    let mut h = harness_with(
+        vec![text("hello"), text("again"), bash("c1", "ls"), text("done")],
+        vec![tool.clone()],
+        gate,
+        |_| {},
+    );
+    h.prompt("hi").await;
+    within(h.run_to_end()).await;
+    h.prompt("hi again").await;
+    within(h.run_to_end()).await;
+    assert_eq!(h.provider.requests().len(), 2);
+
+    h.prompt("list").await;
+    // The call waits for the store, which is not there: denied.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(h.provider.requests().len(), 3);
+    opened_tx.send(()).unwrap();
+    let evs = within(h.run_to_end()).await;
+    assert_eq!(tool.call_count(), 0);
+    let AgentEvent::AgentEnd { messages } = evs.last().unwrap() else {
+        unreachable!()
+    };
+    assert!(
+        tool_results(messages)[0].1.contains("never there"),
+        "{messages:?}"
+    );
+}
+
 #[tokio::test]
 async fn host_tools_use_their_declared_class_and_refusals_come_first() {
     let a = Approvals::new(Recorder {
