@@ -288,9 +288,12 @@ mod reconnect {
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| {
-                let text = m["content"][0]["text"].as_str().unwrap_or_default();
-                (m["role"].as_str().unwrap().to_owned(), text.to_owned())
+            .map(|message| {
+                let text = message["content"][0]["text"].as_str().unwrap_or_default();
+                (
+                    message["role"].as_str().unwrap().to_owned(),
+                    text.to_owned(),
+                )
             })
             .collect();
         let said: Vec<(&str, &str)> = said.iter().map(|(r, t)| (r.as_str(), t.as_str())).collect();

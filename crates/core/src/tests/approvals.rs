@@ -394,8 +394,14 @@ async fn text_turns_do_not_wait_for_the_approvals_store() {
     assert_eq!(h.provider.requests().len(), 2);
 
     h.prompt("list").await;
-    // The call waits for the store, which is not there: denied.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The model was asked; its call waits for the store, which is not
+    // there: denied once the opening gives up.
+    within(async {
+        while h.provider.requests().len() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     assert_eq!(h.provider.requests().len(), 3);
     opened_tx.send(()).unwrap();
     let evs = within(h.run_to_end()).await;
