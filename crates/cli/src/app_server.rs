@@ -157,6 +157,16 @@ fn generate(command: AppServerCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+impl AppServerArgs {
+    /// True when this serves one client on stdin/stdout (no subcommand, and
+    /// `--stdio` or a `--listen` of stdio). A bad `--listen` is false here;
+    /// [`run`] reports it.
+    pub fn serves_stdio(&self) -> bool {
+        self.command.is_none()
+            && (self.stdio || matches!(parse_listen(&self.listen), Ok(Listen::Stdio)))
+    }
+}
+
 pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<ExitCode> {
     if let Some(command) = args.command.clone() {
         return generate(command);

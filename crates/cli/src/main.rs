@@ -292,16 +292,21 @@ fn claude_main(argv: &[std::ffi::OsString]) -> ExitCode {
 
 /// The async runtime a mode runs on.
 ///
-/// RPC mode and `exec` drive one session: every task (the command worker,
-/// the run, the event pump, the frame writer) runs on the main thread, so
-/// a prompt reaches the model and a delta reaches stdout without waking
-/// another thread, and the process keeps fewer threads (stacks, malloc
-/// arenas). Blocking work (stdin, stdout, files, SQLite) still goes to
-/// tokio's blocking threads. The app server and the other subcommands keep
-/// two workers: the app server runs many threads' turns at once.
+/// RPC mode, `exec` and the app server on stdio serve one client: every
+/// task (the command worker, the runs, the event pumps, the frame writer)
+/// runs on the main thread, so a prompt reaches the model and a delta
+/// reaches stdout without waking another thread, and the process keeps
+/// fewer threads (stacks, malloc arenas). Blocking work (stdin, stdout,
+/// files, SQLite) still goes to tokio's blocking threads, and the app
+/// server's threads still run their turns at once, interleaved. The
+/// network listeners (many clients) and the other subcommands keep two
+/// workers.
 fn runtime_builder(mode: Option<Mode>, command: Option<&Command>) -> tokio::runtime::Builder {
     match (mode, command) {
         (Some(Mode::Rpc), _) | (None, Some(Command::Exec(_))) => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        (None, Some(Command::AppServer(args))) if args.serves_stdio() => {
             tokio::runtime::Builder::new_current_thread()
         }
         (None, _) => {
