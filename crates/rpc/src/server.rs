@@ -158,9 +158,14 @@ impl Brokers {
     /// Who the questions of the session's tools go to: the host, through
     /// extension UI dialogs.
     pub fn asker(&self) -> Option<Arc<dyn keel_tools::Asker>> {
+        Self::asker_of(&self.ui, &self.unattended)
+    }
+
+    /// [`Self::asker`] before the brokers are all built.
+    fn asker_of(ui: &Arc<Ui>, unattended: &Arc<Unattended>) -> Option<Arc<dyn keel_tools::Asker>> {
         Some(Arc::new(crate::elicit::UiAsker {
-            ui: self.ui.clone(),
-            unattended: self.unattended.clone(),
+            ui: ui.clone(),
+            unattended: unattended.clone(),
         }))
     }
 
@@ -240,14 +245,7 @@ where
     let approvals = options.approvals.clone().map(|gate| {
         RpcApprovals::install(gate, out.clone(), unattended.clone(), host_uris.clone())
     });
-    let brokers = Brokers {
-        host_tools: Arc::new(HostTools::new(out.clone(), options.host_tool_timeout)),
-        host_uris,
-        ui: Arc::new(Ui::new(out.clone(), options.ui_timeout, options.emit_title)),
-        gates: Arc::new(Gates::load(out.clone(), options.state_dir.as_deref()).await),
-        unattended,
-        approvals,
-    };
+    let ui = Arc::new(Ui::new(out.clone(), options.ui_timeout, options.emit_title));
     let model = {
         let source = factory.models();
         source
@@ -257,15 +255,26 @@ where
             .map(|m| ModelChoice::of(source, m))
     };
     let seqs = SeqCounters::default();
-    let opened = factory
-        .open(
+    // The gate file is read while the session opens (each on a blocking
+    // thread of its own), not before: the session does not use the gates.
+    let (gates, opened) = tokio::join!(
+        Gates::load(out.clone(), options.state_dir.as_deref()),
+        factory.open(
             options.initial.clone(),
             model.as_ref().map(|m| &m.info),
             options.thinking,
-            brokers.asker(),
+            Brokers::asker_of(&ui, &unattended),
         )
-        .await
-        .map_err(Error::Open)?;
+    );
+    let opened = opened.map_err(Error::Open)?;
+    let brokers = Brokers {
+        host_tools: Arc::new(HostTools::new(out.clone(), options.host_tool_timeout)),
+        host_uris,
+        ui,
+        gates: Arc::new(gates),
+        unattended,
+        approvals,
+    };
     let active = install(opened, &out, &options, &seqs, &brokers);
     let mut server = Server {
         out: out.clone(),
