@@ -13,6 +13,8 @@
 #                    never inside the repository
 #   KEEL_BIN         a keel binary to measure instead of building one
 #   BENCH_INSTALL=0  do not try to install missing peers (they are skipped with a message)
+#   RUN_OFFLINE      1 (the default): run in a network namespace of its own, with loopback
+#                    only; 0 when --database is given (its server is on this loopback)
 #
 # Writes target/bench/results.md (the table) and target/bench/results.json (every number).
 # The micro-benchmarks are separate: cargo bench -p keel-llm -p keel-jsonl -p keel-rpc
@@ -77,4 +79,16 @@ if [ "$readme" = 1 ]; then
     args+=(--update-readme "$root/README.md")
 fi
 # Only loopback is needed; run without a network when namespaces are allowed.
-RUN_OFFLINE="${RUN_OFFLINE:-1}" bash "$lib/run_offline.sh" python3 "$root/benches/peers.py" "${args[@]}"
+# A --database server listens on this machine's loopback, which a new
+# network namespace does not have: with one, the run stays in this one.
+offline="${RUN_OFFLINE:-1}"
+for a in "${extra[@]}"; do
+    case "$a" in
+        --database|--database=*)
+            if [ -z "${RUN_OFFLINE:-}" ]; then
+                offline=0
+                echo "[bench] --database: running in this network namespace (the server is on its loopback)" >&2
+            fi ;;
+    esac
+done
+RUN_OFFLINE="$offline" bash "$lib/run_offline.sh" python3 "$root/benches/peers.py" "${args[@]}"
