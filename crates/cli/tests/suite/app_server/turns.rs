@@ -264,6 +264,42 @@ async fn interrupt_ends_a_streaming_turn() {
     s.close().await;
 }
 
+#[tokio::test]
+async fn a_turn_of_one_thread_ends_while_another_threads_turn_streams() {
+    // On stdio the app server runs on one thread: the turns of its threads
+    // still run at once, interleaved.
+    let env = Env::new().await;
+    env.mock
+        .push(MockResponse::text("one two three four five six").stall_after(3));
+    env.mock.push(MockResponse::text("the quick answer"));
+    let mut s = env.initialized(false).await;
+    let slow_thread = s.start_thread(env.ws(), "never").await;
+    let quick_thread = s.start_thread(env.ws(), "never").await;
+    let slow = s.start_turn(&slow_thread, "talk slowly").await;
+    s.wait_for("a delta of the slow turn", |f| {
+        f["method"] == "item/agentMessage/delta" && f["params"]["turnId"] == slow.as_str()
+    })
+    .await;
+    let quick = s.start_turn(&quick_thread, "answer quickly").await;
+    let done = s.finish_turn(&quick, "accept").await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["items"][0]["text"], "the quick answer");
+    assert!(
+        !s.seen("turn/completed")
+            .iter()
+            .any(|f| f["params"]["turn"]["id"] == slow.as_str()),
+        "the stalled turn is still running"
+    );
+    s.ok(
+        "turn/interrupt",
+        json!({"threadId": slow_thread, "turnId": slow}),
+    )
+    .await;
+    let done = s.finish_turn(&slow, "accept").await;
+    assert_eq!(done["status"], "interrupted");
+    s.close().await;
+}
+
 /// A shell command that runs until the test creates `name` in the
 /// workspace (at most about 20 s): the turn stays busy exactly as long as
 /// the test needs it to.
