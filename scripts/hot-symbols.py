@@ -310,14 +310,14 @@ def main():
         names = kept + [n for n in names if n not in known]
         stamp = read_stamp()
     elif kept:
-        # The default build's names made again: those of other builds (the
-        # names this binary does not have) stay after them, with their
-        # stamps, so that refreshing the default build after a change of
-        # keel's own code does not need the other builds rebuilt.
-        fresh = set(names)
-        others = [n for n in kept if n not in symbols and n not in fresh]
+        # This build's names made again: those of other builds (the names
+        # this binary does not have) stay after them, with their stamps
+        # (this build's own is written fresh below), so that refreshing the
+        # default build after a change of keel's own code does not need the
+        # other builds rebuilt.
+        others = [n for n in kept if n not in symbols]
         names = names + others
-        stamp = {b: f for b, f in read_stamp().items() if b != "default"} if others else {}
+        stamp = read_stamp() if others else {}
     stamp[args.build] = fingerprint(args.build)
     with open(LIST, "w") as f:
         for name in names:
