@@ -158,12 +158,20 @@ fn generate(command: AppServerCommand) -> anyhow::Result<ExitCode> {
 }
 
 impl AppServerArgs {
+    /// Where to serve: `--stdio`, else `--listen`.
+    fn listen(&self) -> keel_app_server::Result<Listen> {
+        if self.stdio {
+            Ok(Listen::Stdio)
+        } else {
+            parse_listen(&self.listen)
+        }
+    }
+
     /// True when this serves one client on stdin/stdout (no subcommand, and
     /// `--stdio` or a `--listen` of stdio). A bad `--listen` is false here;
     /// [`run`] reports it.
     pub fn serves_stdio(&self) -> bool {
-        self.command.is_none()
-            && (self.stdio || matches!(parse_listen(&self.listen), Ok(Listen::Stdio)))
+        self.command.is_none() && matches!(self.listen(), Ok(Listen::Stdio))
     }
 }
 
@@ -171,11 +179,7 @@ pub async fn run(global: &GlobalArgs, args: AppServerArgs) -> anyhow::Result<Exi
     if let Some(command) = args.command.clone() {
         return generate(command);
     }
-    let listen = if args.stdio {
-        Listen::Stdio
-    } else {
-        parse_listen(&args.listen)?
-    };
+    let listen = args.listen()?;
     let cwd = match &args.workspace {
         Some(c) => std::path::absolute(c)?,
         None => std::env::current_dir().context("cannot read the current directory")?,

@@ -291,3 +291,36 @@ async fn a_request_naming_a_key_twice_is_refused_and_nothing_runs() {
     assert_eq!(r["data"], json!([]));
     s.close().await;
 }
+
+/// The transport flags as they pick the runtime: a `--listen` that is no
+/// transport fails before anything is served; `--stdio` wins over
+/// `--listen`, and `stdio` without the scheme is stdio too.
+#[tokio::test]
+async fn the_transport_flags_pick_stdio_or_refuse_a_bad_listen() {
+    let env = Env::new().await;
+    let out = env
+        .app_server_cmd()
+        .args(["--listen", "tcp://127.0.0.1:1"])
+        .timeout(super::WAIT)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("invalid --listen value \"tcp://127.0.0.1:1\""),
+        "{}",
+        out.stderr
+    );
+    for flags in [
+        &["--stdio", "--listen", "tcp://nowhere"][..],
+        &["--listen", "stdio"],
+    ] {
+        let mut s = env.app_server(flags).await;
+        s.initialize(false).await;
+        let list = s.ok("thread/loaded/list", json!({})).await;
+        assert_eq!(list["data"], json!([]), "{flags:?}");
+        let out = s.close().await;
+        assert_eq!(out.code(), Some(0), "{flags:?}: {}", out.stderr);
+    }
+}
