@@ -182,3 +182,27 @@ async fn sigterm_shuts_down_like_stdin_close() {
     let msgs = env.only_session().await.messages();
     assert_eq!(msgs.len(), 2);
 }
+
+/// A session file that cannot be created (a file where the sessions
+/// directory should be) ends the start with one clear line and exit code
+/// 2, before `ready`; the gate file read beside it changes nothing.
+#[tokio::test]
+async fn a_session_that_cannot_be_created_fails_the_start_clearly() {
+    let env = Env::new().await;
+    if env.db.is_some() {
+        return; // the sessions live in the database there
+    }
+    std::fs::write(env.home.path().join("sessions"), "not a directory").unwrap();
+    let out = env
+        .rpc_cmd()
+        .stdin("{\"id\":\"s\",\"type\":\"get_state\"}\n")
+        .timeout(super::super::app_server::WAIT)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert_eq!(out.stdout, "", "nothing is served");
+    let line = out.stderr.lines().last().unwrap_or_default();
+    assert!(line.starts_with("keel: "), "{}", out.stderr);
+    assert!(line.contains("sessions"), "{}", out.stderr);
+}
